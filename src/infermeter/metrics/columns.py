@@ -1,0 +1,153 @@
+"""Columnar view of a run's records: flat numpy arrays with offsets, so metrics never loop over requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from infermeter.records import SCHEMA, RequestRecord, records_to_table
+
+
+@dataclass(frozen=True)
+class Ragged:
+    """Per-request lists stored flat: request i owns values[offsets[i]:offsets[i+1]]."""
+
+    offsets: np.ndarray  # int64, length n + 1, offsets[0] == 0
+    values: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @classmethod
+    def from_lengths(cls, lengths: np.ndarray, values: np.ndarray) -> Ragged:
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(offsets, values)
+
+    @classmethod
+    def from_arrow(cls, column: pa.ChunkedArray | pa.Array, dtype: type = np.float64) -> Ragged:
+        arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        lengths = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        values = arr.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+        return cls.from_lengths(lengths, values)
+
+    def owner(self) -> np.ndarray:
+        """Index of the request each value belongs to."""
+        return np.repeat(np.arange(len(self.offsets) - 1), self.lengths)
+
+    def keep_requests(self, mask: np.ndarray) -> Ragged:
+        """Drop the values of requests where mask is False (their lists become empty)."""
+        return self.select(np.repeat(mask, self.lengths))
+
+    def select(self, value_mask: np.ndarray) -> Ragged:
+        """Keep only the values where value_mask is True, each still owned by its request."""
+        kept = segment_sum(value_mask.astype(np.int64), self.offsets)
+        return Ragged.from_lengths(kept, self.values[value_mask])
+
+    def first(self, fill: float = np.nan) -> np.ndarray:
+        out = np.full(len(self.offsets) - 1, fill, dtype=float)
+        has = self.lengths > 0
+        out[has] = self.values[self.offsets[:-1][has]]
+        return out
+
+    def last(self, fill: float = np.nan) -> np.ndarray:
+        out = np.full(len(self.offsets) - 1, fill, dtype=float)
+        has = self.lengths > 0
+        out[has] = self.values[self.offsets[1:][has] - 1]
+        return out
+
+    def diffs(self) -> Ragged:
+        """Consecutive differences within each request (k values give k - 1 differences)."""
+        lengths = self.lengths
+        if len(self.values) == 0:
+            return Ragged.from_lengths(np.zeros_like(lengths), np.zeros(0))
+        d = np.diff(self.values)
+        within = np.ones(len(d), dtype=bool)
+        starts = self.offsets[1:-1]
+        within[starts[(starts > 0) & (starts < len(self.values))] - 1] = False
+        return Ragged.from_lengths(np.maximum(lengths - 1, 0), d[within])
+
+
+def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Sum of each request's values, by differences of one cumulative sum."""
+    cs = np.zeros(len(values) + 1, dtype=np.result_type(values.dtype, np.int64))
+    np.cumsum(values, out=cs[1:])
+    return cs[offsets[1:]] - cs[offsets[:-1]]
+
+
+def segment_max(values: np.ndarray, offsets: np.ndarray, fill: float = np.nan) -> np.ndarray:
+    lengths = np.diff(offsets)
+    out = np.full(len(lengths), fill, dtype=float)
+    has = lengths > 0
+    if has.any():
+        out[has] = np.maximum.reduceat(values, offsets[:-1][has])
+    return out
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """All record fields as arrays; `ok` marks requests with status "ok"."""
+
+    request_id: np.ndarray
+    request_class: np.ndarray  # object array of str
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    max_tokens: np.ndarray
+    scheduled_at: np.ndarray
+    submitted_at: np.ndarray
+    tokens: Ragged
+    chunks: Ragged
+    chunk_tokens: Ragged
+    server: Ragged
+    has_server: np.ndarray
+    status: np.ndarray  # object array of str
+    error: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.request_id)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status == "ok"
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> RecordColumns:
+        t = table.select(SCHEMA.names)
+
+        def num(name: str, dtype: type) -> np.ndarray:
+            return t.column(name).to_numpy().astype(dtype, copy=False)
+
+        def strings(name: str) -> np.ndarray:
+            col = t.column(name).combine_chunks().dictionary_encode()
+            labels = np.asarray(col.dictionary.to_pylist(), dtype=object)
+            return (
+                labels[col.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+                if len(labels)
+                else np.full(len(col), "", dtype=object)
+            )
+
+        server_col = t.column("server_token_times").combine_chunks()
+        return cls(
+            request_id=num("request_id", np.int64),
+            request_class=strings("request_class"),
+            input_tokens=num("input_tokens", np.int64),
+            output_tokens=num("output_tokens", np.int64),
+            max_tokens=num("max_tokens", np.int64),
+            scheduled_at=num("scheduled_at", np.float64),
+            submitted_at=num("submitted_at", np.float64),
+            tokens=Ragged.from_arrow(t.column("token_times")),
+            chunks=Ragged.from_arrow(t.column("chunk_times")),
+            chunk_tokens=Ragged.from_arrow(t.column("chunk_tokens"), np.int64),
+            server=Ragged.from_arrow(server_col),
+            has_server=server_col.is_valid().to_numpy(zero_copy_only=False),
+            status=strings("status"),
+            error=strings("error"),
+        )
+
+    @classmethod
+    def from_records(cls, records: list[RequestRecord]) -> RecordColumns:
+        return cls.from_table(records_to_table(records))

@@ -1,0 +1,119 @@
+"""Per-request latency metrics (DESIGN.md "Metric definitions"): TTFT, ITL, TPOT, E2E, jitter, max pause.
+
+All functions take RecordColumns and return per-request arrays in seconds, NaN where a metric is undefined
+(failed request, too few tokens).  ITL samples come back as Ragged, one list per request.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from infermeter.metrics.columns import Ragged, RecordColumns, segment_max, segment_sum
+
+ItlOption = Literal["A", "B", "C"]
+
+# draft 5.1.4.2: TTFT reported by input-length bucket
+INPUT_BUCKETS: tuple[tuple[int, int | None], ...] = (
+    (0, 256),
+    (256, 512),
+    (512, 1024),
+    (1024, 2048),
+    (2048, 4096),
+    (4096, None),
+)
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    return f"{lo}-{hi}" if hi is not None else f"{lo}+"
+
+
+def content_chunks(cols: RecordColumns) -> Ragged:
+    """Chunk times of events that carried at least one token (empty events never count)."""
+    return cols.chunks.select(cols.chunk_tokens.values > 0)
+
+
+def first_token_time(cols: RecordColumns) -> np.ndarray:
+    return cols.tokens.first()
+
+
+def last_token_time(cols: RecordColumns) -> np.ndarray:
+    return cols.tokens.last()
+
+
+def ttft(cols: RecordColumns) -> np.ndarray:
+    """First content token arrival - submission (draft 5.1.3); NaN for failed or tokenless requests."""
+    return np.where(cols.ok, first_token_time(cols) - cols.submitted_at, np.nan)
+
+
+def e2e(cols: RecordColumns) -> np.ndarray:
+    """Last token arrival - submission; NaN for failed or tokenless requests."""
+    return np.where(cols.ok, last_token_time(cols) - cols.submitted_at, np.nan)
+
+
+def tpot(cols: RecordColumns) -> np.ndarray:
+    """(E2E - TTFT) / (output_tokens - 1), defined only for requests with at least two output tokens (vLLM)."""
+    n_out = cols.output_tokens.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = (e2e(cols) - ttft(cols)) / (n_out - 1)
+    return np.where(n_out >= 2, value, np.nan)
+
+
+def normalized_latency(cols: RecordColumns) -> np.ndarray:
+    """E2E / output_tokens: seconds per generated token, end to end."""
+    n_out = cols.output_tokens.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_out >= 1, e2e(cols) / n_out, np.nan)
+
+
+def itl(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
+    """Inter-token latency samples of each successful request (TTFT is never one of them).
+
+    A: gaps between content-bearing chunks ("time between chunks").  B: gaps between token_times, where every
+    token of a chunk carries the chunk's time, so a k-token chunk adds k - 1 zero gaps.  C: gaps between the
+    server-reported token times; requests without them fall back to B.
+    """
+    if option == "A":
+        source = content_chunks(cols)
+    elif option == "B":
+        source = cols.tokens
+    elif option == "C":
+        use_server = cols.has_server & (cols.server.lengths > 0)
+        source = _merge(cols.server, cols.tokens, use_server)
+    else:
+        raise ValueError(f"ITL option must be A, B or C, got {option!r}")
+    return source.keep_requests(cols.ok).diffs()
+
+
+def _merge(primary: Ragged, fallback: Ragged, use_primary: np.ndarray) -> Ragged:
+    """Per request, primary's list where use_primary holds, else fallback's."""
+    a = primary.keep_requests(use_primary)
+    b = fallback.keep_requests(~use_primary)
+    lengths = a.lengths + b.lengths
+    take_a = np.repeat(use_primary, lengths)
+    values = np.empty(int(lengths.sum()))
+    values[take_a] = a.values
+    values[~take_a] = b.values
+    return Ragged.from_lengths(lengths, values)
+
+
+def jitter(samples: Ragged) -> np.ndarray:
+    """Per-request standard deviation of ITL (population form); NaN below two samples (draft 5.4.3 e)."""
+    counts = samples.lengths
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = segment_sum(samples.values, samples.offsets) / counts
+        dev = samples.values - np.repeat(np.nan_to_num(mean), counts)
+        var = segment_sum(dev * dev, samples.offsets) / counts
+    return np.where(counts >= 2, np.sqrt(var), np.nan)
+
+
+def max_pause(samples: Ragged) -> np.ndarray:
+    """Per-request largest ITL (draft 5.4.3 f); NaN without samples."""
+    return segment_max(samples.values, samples.offsets)
+
+
+def input_bucket_index(input_tokens: np.ndarray) -> np.ndarray:
+    """Index into INPUT_BUCKETS of each request's input length."""
+    edges = np.asarray([lo for lo, _ in INPUT_BUCKETS[1:]])
+    return np.searchsorted(edges, input_tokens, side="right")

@@ -1,0 +1,77 @@
+"""Summary statistics with distribution-free confidence intervals for percentiles, and sample-count warnings.
+
+Percentiles use linear interpolation between order statistics (numpy's default, as vLLM's benchmark does).
+The 95% interval of a percentile q is [x_(l), x_(u)], the order statistics whose ranks l and u bracket the
+binomial(n, q) count of samples below the true quantile with at least 95% probability; a side that would need
+a rank outside 1..n is reported as null (too few samples for that bound).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
+# draft 5.1.4.3: samples needed for 10% relative error at 95% confidence
+MIN_SAMPLES = {99.0: 1000, 99.9: 10000}
+
+
+def pkey(p: float) -> str:
+    """The summary key of a percentile: 50 -> "p50", 99.9 -> "p99.9"."""
+    return f"p{p:g}"
+
+
+def ci_ranks(n: int, q: float, level: float = 0.95) -> tuple[int | None, int | None]:
+    """1-based ranks (l, u) with P(x_(l) <= true quantile < x_(u)) >= level; None where out of 1..n."""
+    alpha = (1.0 - level) / 2.0
+    lo = int(sps.binom.ppf(alpha, n, q))
+    hi = int(sps.binom.ppf(1.0 - alpha, n, q)) + 1
+    return (lo if lo >= 1 else None), (hi if hi <= n else None)
+
+
+def stats(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+    """The summary's Stats block (n, mean, std, min, max, percentiles) plus ci95 and warnings.
+
+    `scale` multiplies every reported value (1000 turns seconds into milliseconds).
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    out: dict[str, Any] = {"n": n}
+    if n == 0:
+        out.update({k: None for k in ("mean", "std", "min", "max", *(pkey(p) for p in PERCENTILES))})
+        out["ci95"] = {pkey(p): [None, None] for p in PERCENTILES}
+        out["warnings"] = ["no samples"]
+        return out
+
+    # one partition serves every percentile, both ends and every interval bound
+    positions = {p: (n - 1) * p / 100.0 for p in PERCENTILES}
+    bounds = {p: ci_ranks(n, p / 100.0) for p in PERCENTILES}
+    kth = {0, n - 1}
+    for p, h in positions.items():
+        kth.update((int(np.floor(h)), int(np.ceil(h))))
+        kth.update(r - 1 for r in bounds[p] if r is not None)
+    part = np.partition(x, sorted(kth))
+
+    out["mean"] = float(x.mean()) * scale
+    out["std"] = float(x.std()) * scale
+    out["min"] = float(part[0]) * scale
+    out["max"] = float(part[n - 1]) * scale
+    for p, h in positions.items():
+        lo_i, hi_i = int(np.floor(h)), int(np.ceil(h))
+        value = part[lo_i] + (part[hi_i] - part[lo_i]) * (h - lo_i)
+        out[pkey(p)] = float(value) * scale
+    out["ci95"] = {pkey(p): [None if r is None else float(part[r - 1]) * scale for r in bounds[p]] for p in PERCENTILES}
+    out["warnings"] = sample_warnings(n)
+    return out
+
+
+def sample_warnings(n: int) -> list[str]:
+    """Draft 5.1.4.3: P99 needs >= 1000 samples and P99.9 >= 10000 for 10% relative error at 95%."""
+    return [
+        f"P{p:g} from {n} samples: the draft (5.1.4.3) asks for at least {need}"
+        for p, need in MIN_SAMPLES.items()
+        if n < need
+    ]

@@ -1,0 +1,138 @@
+"""The run summary (summary.json): every metric over a run's records, under the contract's key names."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from infermeter.metrics import fairness, latency
+from infermeter.metrics.columns import RecordColumns
+from infermeter.metrics.goodput import meets_slo
+from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
+from infermeter.metrics.statistics import stats
+from infermeter.metrics.throughput import measurement_window, throughput
+
+MS = 1000.0
+
+
+def summarize(cols: RecordColumns, itl_option: ItlOption = "B", slo: dict[str, float] | None = None) -> dict[str, Any]:
+    """Compute the whole summary; SLO bounds are in seconds (see metrics.goodput.parse_slo)."""
+    ok = cols.ok
+    n_ok = int(ok.sum())
+    status_counts = Counter(cols.status.tolist())
+
+    ttft = latency.ttft(cols)
+    e2e = latency.e2e(cols)
+    tpot = latency.tpot(cols)
+    norm = latency.normalized_latency(cols)
+    itl = latency.itl(cols, itl_option)
+    max_pause = latency.max_pause(itl)
+    start, end = measurement_window(cols)
+    window = end - start
+
+    summary: dict[str, Any] = {
+        "requests": {
+            "total": cols.n,
+            "ok": n_ok,
+            "failed": cols.n - n_ok,
+            "success_rate": (n_ok / cols.n) if cols.n else None,
+            "by_status": {s: status_counts.get(s, 0) for s in ("ok", "error", "timeout", "cancelled")},
+            "errors": _top_errors(cols),
+        },
+        "duration_s": window,
+        "ttft_ms": stats(ttft, MS),
+        "itl_ms": stats(itl.values, MS),
+        "tpot_ms": stats(tpot, MS),
+        "e2e_ms": stats(e2e, MS),
+        "normalized_latency_ms": stats(norm, MS),
+        "throughput": throughput(cols, window),
+        "goodput": _goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
+        "fluidity": None,
+        "itl_option": itl_option,
+        "jitter_ms": stats(latency.jitter(itl), MS),
+        "max_pause_ms": stats(max_pause, MS),
+        "ttft_by_input_tokens": _ttft_by_bucket(cols, ttft),
+        "chunking": _chunking(cols),
+        "fairness": _fairness(cols, ttft, tpot, norm),
+        "output_tokens": stats(np.where(ok, cols.output_tokens, np.nan)),
+        "input_tokens": stats(np.where(ok, cols.input_tokens, np.nan)),
+    }
+    return summary
+
+
+def _top_errors(cols: RecordColumns, limit: int = 5) -> list[dict[str, Any]]:
+    reasons = Counter(e for s, e in zip(cols.status.tolist(), cols.error.tolist(), strict=True) if s != "ok")
+    return [{"reason": r, "count": c} for r, c in reasons.most_common(limit)]
+
+
+def _goodput(
+    cols: RecordColumns,
+    slo: dict[str, float],
+    window: float,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    max_pause: np.ndarray,
+    e2e: np.ndarray,
+) -> dict[str, Any]:
+    slo_ms = {k: v * MS for k, v in slo.items()}
+    if not slo:
+        return {"slo": {}, "req_s": None, "fraction": None, "met": None}
+    good = meets_slo(cols.ok, {"ttft": ttft, "tpot": tpot, "itl": max_pause, "e2e": e2e}, slo)
+    met = int(good.sum())
+    return {
+        "slo": slo_ms,
+        "req_s": met / window if window > 0 else 0.0,
+        "fraction": met / cols.n if cols.n else None,
+        "met": met,
+    }
+
+
+def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[dict[str, Any]]:
+    idx = latency.input_bucket_index(cols.input_tokens)
+    rows = []
+    for k, (lo, hi) in enumerate(INPUT_BUCKETS):
+        s = stats(ttft[idx == k], MS)
+        if s["n"]:
+            rows.append(
+                {"bucket": bucket_label(lo, hi), "n": s["n"], "p50": s["p50"], "p95": s["p95"], "p99": s["p99"]}
+            )
+    return rows
+
+
+def _chunking(cols: RecordColumns) -> dict[str, Any]:
+    """Delivery pattern (draft B.2.1): tokens per content chunk, and which ITL option it calls for."""
+    per_chunk = cols.chunk_tokens.keep_requests(cols.ok).values
+    per_chunk = per_chunk[per_chunk > 0]
+    if len(per_chunk) == 0:
+        return {"chunks": 0, "tokens_per_chunk_mean": None, "single_token_share": None, "server_times": False}
+    single = float(np.mean(per_chunk == 1))
+    return {
+        "chunks": len(per_chunk),
+        "tokens_per_chunk_mean": float(per_chunk.mean()),
+        "tokens_per_chunk_max": int(per_chunk.max()),
+        "single_token_share": single,
+        "server_times": bool(np.any(cols.has_server & cols.ok)),
+    }
+
+
+def _fairness(cols: RecordColumns, ttft: np.ndarray, tpot: np.ndarray, norm: np.ndarray) -> dict[str, Any]:
+    classes: dict[str, Any] = {}
+    for name in sorted(set(cols.request_class.tolist())):
+        member = cols.request_class == name
+        t, p = stats(ttft[member], MS), stats(tpot[member], MS)
+        classes[name] = {
+            "count": int(member.sum()),
+            "ok": int((member & cols.ok).sum()),
+            "ttft_p50": t["p50"],
+            "ttft_p99": t["p99"],
+            "tpot_p50": p["p50"],
+            "tpot_p99": p["p99"],
+        }
+    return {
+        "jain_index": fairness.jain_index(norm),
+        "starvation": fairness.starvation_rate(ttft, cols.request_class),
+        "wait_metric": "ttft",
+        "classes": classes,
+    }

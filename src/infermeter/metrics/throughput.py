@@ -1,0 +1,34 @@
+"""Throughput over the measurement window: first submission to last completion (warm-up is never in records)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from infermeter.metrics.columns import RecordColumns
+from infermeter.metrics.latency import last_token_time
+
+
+def measurement_window(cols: RecordColumns) -> tuple[float, float]:
+    """(start, end): the first submission and the last token of any successful request.
+
+    With no successful request the window ends at the last submission, so rates come out as zero, not NaN.
+    """
+    if cols.n == 0:
+        return 0.0, 0.0
+    start = float(np.min(cols.submitted_at))
+    done = last_token_time(cols)[cols.ok]
+    done = done[np.isfinite(done)]
+    end = float(done.max()) if len(done) else float(np.max(cols.submitted_at))
+    return start, max(end, start)
+
+
+def throughput(cols: RecordColumns, window_s: float) -> dict[str, float]:
+    """Output tokens, input tokens and requests of successful requests per second of the window."""
+    ok = cols.ok
+    if window_s <= 0:
+        return {"output_tok_s": 0.0, "input_tok_s": 0.0, "req_s": 0.0}
+    return {
+        "output_tok_s": float(cols.output_tokens[ok].sum()) / window_s,
+        "input_tok_s": float(cols.input_tokens[ok].sum()) / window_s,
+        "req_s": float(ok.sum()) / window_s,
+    }

@@ -1,0 +1,157 @@
+"""Console reports in the draft's formats: Table 1 (TTFT), Table 2 (TTFT by input), Table 6 (ITL),
+Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infermeter.metrics.statistics import PERCENTILES, pkey
+from infermeter.records import RunInfo
+from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
+
+TTFT_BOUND_MS = 500.0  # C.1 "Throughput at P99 TTFT < 500ms"
+ITL_OPTION_NAMES = {
+    "A": "option A (time between chunks)",
+    "B": "option B (chunk time given to each of its tokens)",
+    "C": "option C (server-reported token times)",
+}
+
+
+def table1_ttft(summary: dict[str, Any]) -> str:
+    s = summary["ttft_ms"]
+    rows = [["Requests", str(summary["requests"]["total"])]]
+    rows += [[f"TTFT P{p:g}", fmt_ms(s[pkey(p)])] for p in PERCENTILES]
+    rows += [["TTFT Mean", fmt_ms(s["mean"])], ["TTFT Min", fmt_ms(s["min"])], ["TTFT Max", fmt_ms(s["max"])]]
+    return grid(["Metric", "Value"], rows, "Table 1: TTFT Results")
+
+
+def table2_ttft_by_input(summary: dict[str, Any]) -> str:
+    rows = [
+        [b["bucket"], str(b["n"]), fmt_num(b["p50"], 1), fmt_num(b["p95"], 1), fmt_num(b["p99"], 1)]
+        for b in summary["ttft_by_input_tokens"]
+    ]
+    return grid(["Input Tokens", "Count", "P50 (ms)", "P95 (ms)", "P99 (ms)"], rows, "Table 2: TTFT by Input Length")
+
+
+def table6_itl(summary: dict[str, Any]) -> str:
+    s = summary["itl_ms"]
+    ratio = s["p99"] / s["p50"] if s["p50"] else None
+    rows = [["ITL Samples", str(s["n"])]]
+    rows += [[f"ITL P{p:g}", fmt_ms(s[pkey(p)])] for p in PERCENTILES]
+    rows += [["ITL Mean", fmt_ms(s["mean"])], ["ITL Std Dev", fmt_ms(s["std"])], ["P99/P50 Ratio", fmt_num(ratio)]]
+    return grid(["Metric", "Value"], rows, f"Table 6: ITL Results ({ITL_OPTION_NAMES[summary['itl_option']]})")
+
+
+def table_per_request_itl(summary: dict[str, Any]) -> str:
+    j, m = summary["jitter_ms"], summary["max_pause_ms"]
+    rows = [[f"P{p:g}", fmt_ms(j[pkey(p)]), fmt_ms(m[pkey(p)])] for p in (50.0, 95.0, 99.0)]
+    return grid(["Percentile", "Jitter (ITL std)", "Max pause"], rows, "Per-request ITL statistics (5.4.4.2)")
+
+
+def table8_classes(summary: dict[str, Any]) -> str:
+    rows = [
+        [
+            name or "(none)",
+            str(c["count"]),
+            fmt_ms(c["ttft_p50"]),
+            fmt_ms(c["ttft_p99"]),
+            fmt_ms(c["tpot_p50"]),
+            fmt_ms(c["tpot_p99"]),
+        ]
+        for name, c in summary["fairness"]["classes"].items()
+    ]
+    return grid(["Class", "Count", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"], rows, "Table 8: Per-Class Results")
+
+
+def table9_fairness(summary: dict[str, Any]) -> str:
+    f = summary["fairness"]
+    rows = [["Jain's Fairness Index", fmt_num(f["jain_index"])]]
+    rows += [[f"{name or '(none)'} Class Starvation", fmt_pct(rate)] for name, rate in f["starvation"].items()]
+    return grid(["Metric", "Value"], rows, "Table 9: Fairness Metrics")
+
+
+def throughput_table(summary: dict[str, Any]) -> str:
+    t, g, r = summary["throughput"], summary["goodput"], summary["requests"]
+    rows = [
+        ["Requests (ok / failed)", f"{r['ok']} / {r['failed']}"],
+        ["Success rate", fmt_pct(r["success_rate"])],
+        ["Measurement window", f"{summary['duration_s']:.3f} s"],
+        ["Output throughput", f"{t['output_tok_s']:.1f} tok/s"],
+        ["Input throughput", f"{t['input_tok_s']:.1f} tok/s"],
+        ["Request throughput", f"{t['req_s']:.3f} req/s"],
+        ["TPOT P50 / P99", f"{fmt_ms(summary['tpot_ms']['p50'])} / {fmt_ms(summary['tpot_ms']['p99'])}"],
+        ["E2E P50 / P99", f"{fmt_ms(summary['e2e_ms']['p50'])} / {fmt_ms(summary['e2e_ms']['p99'])}"],
+    ]
+    if g["slo"]:
+        bounds = ", ".join(f"{k}<={v:g}ms" for k, v in g["slo"].items())
+        rows += [["Goodput SLO", bounds], ["Goodput", f"{g['req_s']:.3f} req/s ({fmt_pct(g['fraction'])} of requests)"]]
+    return grid(["Metric", "Value"], rows, "Throughput and goodput")
+
+
+def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
+    """Appendix C.1, filled from run.json and the summary."""
+    sut, load = info.sut, info.load
+    hw = sut.get("hardware", "not declared")
+    ttft, tpot = summary["ttft_ms"], summary["tpot_ms"]
+    out_tok_s = summary["throughput"]["output_tok_s"]
+    p99 = ttft["p99"]
+    if p99 is None:
+        at_slo = "n/a (no successful requests)"
+    elif p99 < TTFT_BOUND_MS:
+        at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
+    else:
+        at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
+    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary['itl_option']]}"]
+    notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
+    notes.append(f"Guardrails: {sut.get('guardrails', 'not declared')}")
+    notes += info.notes
+    for key in ("ttft_ms", "itl_ms"):
+        notes += [f"{key.split('_')[0].upper()}: {w}" for w in summary[key]["warnings"] if w != "no samples"]
+    lines = [
+        "=== LLM Benchmark Report (Minimum) ===",
+        "",
+        "System Identification:",
+        f"- Model: {sut.get('model', 'not declared')}",
+        f"- Hardware: {hw}",
+        f"- Software: {sut.get('software', 'not declared')}",
+        f"- SUT Boundary: {sut.get('boundary', 'Model Engine')}",
+        "",
+        "Test Configuration:",
+        f"- Workload: {info.workload.get('name', 'not declared')} (seed {info.workload.get('seed', 'n/a')})",
+        f"- Load Model: {load.get('description', 'not declared')}",
+        f"- Request Count: {summary['requests']['total']}",
+        f"- Test Duration: {summary['duration_s']:.1f} seconds",
+        "",
+        "Key Results:",
+        f"- TTFT P50: {fmt_ms(ttft['p50'])}",
+        f"- TTFT P99: {fmt_ms(ttft['p99'])}",
+        f"- TPOT P50: {fmt_ms(tpot['p50'])}",
+        f"- TPOT P99: {fmt_ms(tpot['p99'])}",
+        f"- Max Throughput: {out_tok_s:.1f} tok/s (this run's output throughput)",
+        f"- Throughput at P99 TTFT < 500ms: {at_slo}",
+        "",
+        "Notes:",
+        *[f"- {n}" for n in notes],
+        "",
+        "=== End Report ===",
+    ]
+    return "\n".join(lines)
+
+
+def _warmup_text(warmup: dict[str, Any]) -> str:
+    if not warmup.get("done"):
+        return "none (cold start measured)" if warmup.get("cold_start") else "not performed"
+    parts = [f"{warmup.get('requests', '?')} requests", f"{warmup.get('output_tokens', '?')} output tokens"]
+    return "done, " + ", ".join(parts)
+
+
+def full_report(summary: dict[str, Any], info: RunInfo) -> str:
+    """Every table that applies to the run, then the minimum report."""
+    parts = [table1_ttft(summary)]
+    if len(summary["ttft_by_input_tokens"]) > 1:
+        parts.append(table2_ttft_by_input(summary))
+    parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
+    if len(summary["fairness"]["classes"]) > 1:
+        parts += [table8_classes(summary), table9_fairness(summary)]
+    parts.append(minimum_report(summary, info))
+    return "\n\n".join(parts)

@@ -1,0 +1,198 @@
+"""Token-length distributions (draft 4.3.1): fixed, uniform, normal, log-normal, empirical, quantile-matched.
+
+Every distribution samples integer token counts with a numpy Generator, is clipped to its floor and cap,
+and serializes to a plain dict so a run can declare exactly what it drew from.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from scipy import stats as sps
+
+from infermeter.errors import UserError
+
+
+class _Dist(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min: int = 1
+    max: int | None = None
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        hi = self.max if self.max is not None else np.iinfo(np.int32).max
+        return np.clip(np.rint(x), self.min, hi).astype(np.int64)
+
+    def describe(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Fixed(_Dist):
+    """Every request gets the same length."""
+
+    kind: Literal["fixed"] = "fixed"
+    value: int = Field(ge=0)
+    min: int = 0
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, self.value, dtype=np.int64)
+
+    def describe(self) -> str:
+        return f"fixed {self.value}"
+
+
+class Uniform(_Dist):
+    """Integers uniform on [min, max], both ends included (the draft's randint)."""
+
+    kind: Literal["uniform"] = "uniform"
+    max: int
+
+    @model_validator(mode="after")
+    def _order(self) -> Uniform:
+        if self.max < self.min:
+            raise ValueError(f"uniform needs min <= max, got {self.min} > {self.max}")
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(self.min, self.max + 1, size=n, dtype=np.int64)
+
+    def describe(self) -> str:
+        return f"uniform [{self.min}, {self.max}]"
+
+
+class Normal(_Dist):
+    """Normal(mean, std), rounded and clipped to [min, max]."""
+
+    kind: Literal["normal"] = "normal"
+    mean: float
+    std: float = Field(ge=0)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(rng.normal(self.mean, self.std, size=n))
+
+    def describe(self) -> str:
+        return f"normal(mean={self.mean:g}, std={self.std:g}) clipped to [{self.min}, {self.max}]"
+
+
+class LogNormal(_Dist):
+    """exp(Normal(mu, sigma)), rounded, with values below the floor raised to it and above the cap cut to it."""
+
+    kind: Literal["lognormal"] = "lognormal"
+    mu: float
+    sigma: float = Field(gt=0)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(rng.lognormal(self.mu, self.sigma, size=n))
+
+    def expected_mean(self) -> float:
+        """Mean of the clipped distribution before rounding (closed form), for checks against samples."""
+        lo, hi = float(self.min), float(self.max if self.max is not None else np.inf)
+        mu, s = self.mu, self.sigma
+        a = (np.log(lo) - mu) / s if lo > 0 else -np.inf
+        b = (np.log(hi) - mu) / s
+        middle = np.exp(mu + s * s / 2) * (sps.norm.cdf(b - s) - sps.norm.cdf(a - s))
+        return float(lo * sps.norm.cdf(a) + middle + (hi * sps.norm.sf(b) if np.isfinite(hi) else 0.0))
+
+    def describe(self) -> str:
+        return f"log-normal(mu={self.mu:g}, sigma={self.sigma:g}), floor {self.min}, cap {self.max}"
+
+
+class Empirical(_Dist):
+    """Draws with replacement from observed lengths: a list, or a column of a CSV file."""
+
+    kind: Literal["empirical"] = "empirical"
+    values: list[int] | None = None
+    csv: str | None = None
+    column: str | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> Empirical:
+        if (self.values is None) == (self.csv is None):
+            raise ValueError("empirical needs exactly one of 'values' or 'csv' (+ 'column')")
+        if self.csv is not None and not self.column:
+            raise ValueError("empirical with 'csv' needs 'column' naming the length column")
+        if self.values is not None and not self.values:
+            raise ValueError("empirical 'values' is empty")
+        return self
+
+    def observed(self) -> np.ndarray:
+        if self.values is not None:
+            return np.asarray(self.values, dtype=np.int64)
+        return read_length_column(Path(self.csv), self.column)  # type: ignore[arg-type]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        obs = self.observed()
+        return self._clip(obs[rng.integers(0, len(obs), size=n)])
+
+    def describe(self) -> str:
+        src = f"{len(self.values)} listed values" if self.values is not None else f"{self.csv}:{self.column}"
+        return f"empirical ({src})"
+
+
+class Quantiles(_Dist):
+    """A length distribution pinned to published percentiles.
+
+    The quantile function is piecewise linear in (normal z-score, log length) through the given points, and
+    extends past the outer points with the nearest segment's slope; below the lowest point it mirrors the first
+    segment.  With two points this is exactly a log-normal; with more it reproduces every given percentile.
+    """
+
+    kind: Literal["quantiles"] = "quantiles"
+    points: dict[float, float]
+
+    @model_validator(mode="after")
+    def _check(self) -> Quantiles:
+        if len(self.points) < 2:
+            raise ValueError("quantiles needs at least two percentile points, e.g. {50: 156, 95: 892}")
+        for q, v in self.points.items():
+            if not 0 < q < 100 or v <= 0:
+                raise ValueError(f"quantile point {q}: {v} must have 0 < percentile < 100 and a positive length")
+        return self
+
+    def _knots(self) -> tuple[np.ndarray, np.ndarray]:
+        qs = sorted(self.points)
+        z = sps.norm.ppf(np.asarray(qs) / 100.0)
+        logv = np.log(np.asarray([self.points[q] for q in qs], dtype=float))
+        if np.any(np.diff(logv) <= 0):
+            raise UserError("quantile points must grow with the percentile")
+        return z, logv
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        z_knots, logv = self._knots()
+        z = sps.norm.ppf(u)
+        slope = np.diff(logv) / np.diff(z_knots)
+        out = np.interp(z, z_knots, logv)
+        lo, hi = z < z_knots[0], z > z_knots[-1]
+        out[lo] = logv[0] + slope[0] * (z[lo] - z_knots[0])
+        out[hi] = logv[-1] + slope[-1] * (z[hi] - z_knots[-1])
+        return np.exp(out)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(self.ppf(rng.random(n)))
+
+    def describe(self) -> str:
+        pts = ", ".join(f"P{q:g}={v:g}" for q, v in sorted(self.points.items()))
+        return f"quantile-matched ({pts}), floor {self.min}, cap {self.max}"
+
+
+LengthDist = Annotated[Fixed | Uniform | Normal | LogNormal | Empirical | Quantiles, Field(discriminator="kind")]
+
+
+def read_length_column(path: Path, column: str) -> np.ndarray:
+    """Read one integer column of a CSV file (lengths of observed prompts or outputs)."""
+    if not path.is_file():
+        raise UserError(f"length file {path} does not exist: give the path of a CSV with a '{column}' column")
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or column not in reader.fieldnames:
+            raise UserError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
+        try:
+            values = [int(float(row[column])) for row in reader if row[column] not in ("", None)]
+        except ValueError as exc:
+            raise UserError(f"{path} column '{column}' holds a non-number: {exc}") from None
+    if not values:
+        raise UserError(f"{path} column '{column}' has no values")
+    return np.asarray(values, dtype=np.int64)

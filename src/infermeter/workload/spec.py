@@ -1,0 +1,169 @@
+"""Workload specifications (draft 4.3.1) and their deterministic expansion into a list of requests.
+
+A workload is one or more request classes (each with input and output length distributions and a weight)
+plus optional prefix sharing.  The same spec and seed always give the same requests, and the seed is kept
+in the declaration so a report can state it (draft 4.3.3).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infermeter.errors import UserError
+from infermeter.workload.distributions import Fixed, LengthDist
+
+
+class RequestClass(BaseModel):
+    """A kind of request with its own length distributions, drawn with probability weight / sum(weights)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = ""
+    weight: float = Field(default=1.0, gt=0)
+    input: LengthDist
+    output: LengthDist
+
+
+class PrefixSharing(BaseModel):
+    """A fraction of requests start with one of `count` shared prefixes (system prompt, repository context).
+
+    The prefix is prepended to the request's own drawn input, so input_tokens = prefix_tokens + body.
+    Which prefix a sharing request gets is Zipf(s) over the prefixes' ranks, or uniform when zipf_s is None.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fraction: float = Field(ge=0, le=1)
+    count: int = Field(default=1, ge=1)
+    length: LengthDist = Field(default_factory=lambda: Fixed(value=200))
+    zipf_s: float | None = Field(default=None, gt=0)
+
+    def probabilities(self) -> np.ndarray:
+        ranks = np.arange(1, self.count + 1, dtype=float)
+        w = np.ones(self.count) if self.zipf_s is None else ranks ** (-self.zipf_s)
+        return w / w.sum()
+
+
+class WorkloadSpec(BaseModel):
+    """A fully specified workload: what a report must declare to make a run reproducible."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    purpose: str = ""
+    content: str = "random token sequences"
+    classes: list[RequestClass] = Field(min_length=1)
+    prefix: PrefixSharing | None = None
+    temperature: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_classes(self) -> WorkloadSpec:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"class names must be unique, got {names}")
+        return self
+
+    def declaration(self, seed: int) -> dict[str, Any]:
+        """What run.json records about the workload (draft 4.3.1 and 4.3.3)."""
+        return {
+            "name": self.name,
+            "seed": seed,
+            "spec": self.model_dump(mode="json"),
+            "classes": [
+                {"name": c.name, "weight": c.weight, "input": c.input.describe(), "output": c.output.describe()}
+                for c in self.classes
+            ],
+            "prefix_sharing": None
+            if self.prefix is None
+            else {
+                "fraction": self.prefix.fraction,
+                "count": self.prefix.count,
+                "length": self.prefix.length.describe(),
+                "zipf_s": self.prefix.zipf_s,
+            },
+            "output_control": "max_tokens",
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Requests:
+    """Columns of a generated workload, one entry per request, in send order."""
+
+    request_class: np.ndarray  # str objects
+    input_tokens: np.ndarray  # int64, prefix included
+    output_tokens: np.ndarray  # int64, the max_tokens cap
+    prefix_id: np.ndarray  # int64, -1 when the request shares no prefix
+    prefix_tokens: np.ndarray  # int64, 0 when the request shares no prefix
+    arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # send offsets, seconds
+
+    def __len__(self) -> int:
+        return len(self.input_tokens)
+
+    def rows(self) -> list[dict[str, Any]]:
+        arrivals = self.arrival_s if len(self.arrival_s) == len(self) else np.zeros(len(self))
+        return [
+            {
+                "request_id": i,
+                "request_class": str(self.request_class[i]),
+                "input_tokens": int(self.input_tokens[i]),
+                "output_tokens": int(self.output_tokens[i]),
+                "prefix_id": int(self.prefix_id[i]),
+                "prefix_tokens": int(self.prefix_tokens[i]),
+                "arrival_s": float(arrivals[i]),
+            }
+            for i in range(len(self))
+        ]
+
+
+def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
+    """Draw n requests from the spec; the same (spec, n, seed) always gives the same requests."""
+    if n < 0:
+        raise UserError(f"request count must be >= 0, got {n}")
+    rng = np.random.default_rng(seed)
+    weights = np.asarray([c.weight for c in spec.classes], dtype=float)
+    cls_idx = rng.choice(len(spec.classes), size=n, p=weights / weights.sum())
+    inputs = np.zeros(n, dtype=np.int64)
+    outputs = np.zeros(n, dtype=np.int64)
+    for k, c in enumerate(spec.classes):
+        members = np.flatnonzero(cls_idx == k)
+        inputs[members] = c.input.sample(rng, len(members))
+        outputs[members] = c.output.sample(rng, len(members))
+    names = np.asarray([c.name for c in spec.classes], dtype=object)[cls_idx]
+
+    prefix_id = np.full(n, -1, dtype=np.int64)
+    prefix_tokens = np.zeros(n, dtype=np.int64)
+    if spec.prefix is not None and spec.prefix.fraction > 0:
+        p = spec.prefix
+        lengths = p.length.sample(rng, p.count)
+        shares = rng.random(n) < p.fraction
+        chosen = rng.choice(p.count, size=int(shares.sum()), p=p.probabilities())
+        prefix_id[shares] = chosen
+        prefix_tokens[shares] = lengths[chosen]
+        inputs = inputs + prefix_tokens
+    return Requests(names, inputs, outputs, prefix_id, prefix_tokens)
+
+
+def load_spec_file(path: Path) -> WorkloadSpec:
+    """Read a custom workload from YAML or JSON, with a one-line error for anything malformed."""
+    if not path.is_file():
+        raise UserError(f"workload file {path} does not exist: give a YAML/JSON workload or a standard name")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"workload file {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"workload file {path} must hold a mapping with 'name' and 'classes'")
+    data.setdefault("name", path.stem)
+    try:
+        return WorkloadSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+        raise UserError(f"workload file {path}: {where}: {first['msg']}") from None

@@ -1,0 +1,94 @@
+"""Trace loaders: BurstGPT CSVs (timestamps and lengths) and plain length CSVs, read as Requests.
+
+BurstGPT's columns are `Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type`; rows with
+zero response tokens are failed requests in that dataset and are skipped unless asked for.  Rows are sorted
+by timestamp so arrivals replay in order; arrival offsets are (t - t0) / rps_scale (seeds/004 RPS scaling).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from infermeter.errors import UserError
+from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
+from infermeter.workload.spec import Requests
+
+BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
+
+
+def _read_csv(path: Path) -> pa.Table:
+    if not path.is_file():
+        raise UserError(f"trace file {path} does not exist: give the path of a CSV trace")
+    try:
+        return pacsv.read_csv(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise UserError(f"trace file {path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+
+
+def _int_column(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    try:
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
+    except (ValueError, TypeError, pa.ArrowInvalid) as exc:
+        raise UserError(f"{path} column '{name}' must hold whole numbers: {exc}") from None
+
+
+def load_burstgpt(
+    path: Path,
+    n: int | None = None,
+    rps_scale: float = 1.0,
+    model: str | None = None,
+    keep_failed: bool = False,
+) -> Requests:
+    """Read a BurstGPT CSV as requests whose arrivals replay the trace, compressed rps_scale times."""
+    table = _read_csv(path)
+    missing = [c for c in BURSTGPT_COLUMNS if c not in table.column_names]
+    if missing:
+        raise UserError(f"{path} is not a BurstGPT CSV: missing column(s) {', '.join(missing)}")
+    ts = np.asarray(table.column("Timestamp").to_numpy(zero_copy_only=False), dtype=float)
+    inputs = _int_column(table, "Request tokens", path)
+    outputs = _int_column(table, "Response tokens", path)
+    models = np.asarray(table.column("Model").to_pylist(), dtype=object)
+    keep = np.ones(len(ts), dtype=bool)
+    if model is not None:
+        keep &= models == model
+    if not keep_failed:
+        keep &= outputs > 0
+    keep &= inputs > 0
+    order = np.flatnonzero(keep)[np.argsort(ts[keep], kind="stable")]
+    if n is not None:
+        if n > len(order):
+            raise UserError(f"{path} has {len(order)} usable requests, fewer than the {n} asked for")
+        order = order[:n]
+    if len(order) == 0:
+        raise UserError(f"{path} has no usable requests (model filter: {model or 'none'})")
+    count = len(order)
+    arrivals = arrival_offsets(ArrivalSpec(kind="trace", time_scale=rps_scale), count, 0, ts[order])
+    return Requests(
+        request_class=models[order],
+        input_tokens=inputs[order],
+        output_tokens=np.maximum(outputs[order], 1),
+        prefix_id=np.full(count, -1, dtype=np.int64),
+        prefix_tokens=np.zeros(count, dtype=np.int64),
+        arrival_s=arrivals,
+    )
+
+
+def load_length_csv(path: Path, input_column: str = "input_tokens", output_column: str = "output_tokens") -> Requests:
+    """Read a CSV of (input, output) lengths, one request per row, in file order."""
+    table = _read_csv(path)
+    for col in (input_column, output_column):
+        if col not in table.column_names:
+            raise UserError(f"{path} has no column '{col}' (columns: {', '.join(table.column_names)})")
+    inputs = _int_column(table, input_column, path)
+    outputs = _int_column(table, output_column, path)
+    classes = (
+        np.asarray(table.column("request_class").to_pylist(), dtype=object)
+        if "request_class" in table.column_names
+        else np.full(len(inputs), "", dtype=object)
+    )
+    n = len(inputs)
+    return Requests(classes, inputs, outputs, np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64))
