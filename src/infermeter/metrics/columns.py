@@ -40,6 +40,8 @@ class Ragged:
 
     def keep_requests(self, mask: np.ndarray) -> Ragged:
         """Drop the values of requests where mask is False (their lists become empty)."""
+        if mask.all():
+            return self
         return self.select(np.repeat(mask, self.lengths))
 
     def select(self, value_mask: np.ndarray) -> Ragged:

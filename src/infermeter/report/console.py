@@ -27,7 +27,7 @@ def table1_ttft(summary: dict[str, Any]) -> str:
 
 def table2_ttft_by_input(summary: dict[str, Any]) -> str:
     rows = [
-        [b["bucket"], str(b["n"]), fmt_num(b["p50"], 1), fmt_num(b["p95"], 1), fmt_num(b["p99"], 1)]
+        [b["bucket"], str(b["n"]), fmt_ms(b["p50"], ""), fmt_ms(b["p95"], ""), fmt_ms(b["p99"], "")]
         for b in summary["ttft_by_input_tokens"]
     ]
     return grid(["Input Tokens", "Count", "P50 (ms)", "P95 (ms)", "P99 (ms)"], rows, "Table 2: TTFT by Input Length")

@@ -24,15 +24,15 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str | N
     return "\n".join(out)
 
 
-def fmt_ms(value: float | None) -> str:
+def fmt_ms(value: float | None, unit: str = " ms") -> str:
     """Milliseconds with precision that suits the magnitude ('127 ms', '42.5 ms', '5.74 ms')."""
     if value is None:
         return "n/a"
-    if abs(value) >= 100:
-        return f"{value:.0f} ms"
-    if abs(value) >= 10:
-        return f"{value:.1f} ms"
-    return f"{value:.2f} ms"
+    if abs(round(value, 1)) >= 100:
+        return f"{value:.0f}{unit}"
+    if abs(round(value, 2)) >= 10:
+        return f"{value:.1f}{unit}"
+    return f"{value:.2f}{unit}"
 
 
 def fmt_num(value: float | None, digits: int = 2) -> str:

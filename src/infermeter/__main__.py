@@ -1,0 +1,5 @@
+"""`python -m infermeter` runs the CLI."""
+
+from infermeter.cli import main
+
+main()

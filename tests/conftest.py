@@ -1,0 +1,45 @@
+"""Shared fixtures: a small set of records whose every metric is computed by hand in the tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from infermeter.records import RequestRecord
+
+
+def hand_records() -> list[RequestRecord]:
+    """Four requests covering multi-token chunks, an empty leading chunk, one token, a failure, server times."""
+    return [
+        # empty (role-only) event at 1.05, then 1 + 1 + 2 tokens
+        RequestRecord(
+            request_id=0, request_class="short", input_tokens=100, output_tokens=4, max_tokens=4,
+            scheduled_at=0.99, submitted_at=1.0,
+            token_times=[1.10, 1.13, 1.19, 1.19],
+            chunk_times=[1.05, 1.10, 1.13, 1.19], chunk_tokens=[0, 1, 1, 2],
+        ),
+        # a single-token reply
+        RequestRecord(
+            request_id=1, request_class="short", input_tokens=300, output_tokens=1, max_tokens=8,
+            scheduled_at=2.0, submitted_at=2.0,
+            token_times=[2.2], chunk_times=[2.2], chunk_tokens=[1],
+        ),
+        # failed mid-stream: never counted in latency metrics
+        RequestRecord(
+            request_id=2, request_class="long", input_tokens=2000, output_tokens=1, max_tokens=16,
+            scheduled_at=1.5, submitted_at=1.5,
+            token_times=[1.9], chunk_times=[1.9], chunk_tokens=[1],
+            status="error", error="connection reset after 1 token",
+        ),
+        # server-reported times (option C) beside a 2-token chunk
+        RequestRecord(
+            request_id=3, request_class="long", input_tokens=1500, output_tokens=3, max_tokens=3,
+            scheduled_at=0.5, submitted_at=0.5,
+            token_times=[0.6, 0.7, 0.7], chunk_times=[0.6, 0.7], chunk_tokens=[1, 2],
+            server_token_times=[0.58, 0.64, 0.69],
+        ),
+    ]
+
+
+@pytest.fixture
+def records() -> list[RequestRecord]:
+    return hand_records()

@@ -1,0 +1,94 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from infermeter.errors import UserError
+from infermeter.records import (
+    JOURNAL,
+    RECORDS,
+    SCHEMA,
+    RequestRecord,
+    RunInfo,
+    RunWriter,
+    read_records,
+    read_run_info,
+    table_to_records,
+    write_records,
+)
+
+
+def test_round_trip_keeps_every_field(tmp_path, records):
+    info = RunInfo(kind="test", itl_option="A", slo={"ttft": 0.2})
+    table = write_records(tmp_path / "run", info, records)
+    assert table.schema == SCHEMA
+    back = table_to_records(table)
+    assert back == records
+    assert back[3].server_token_times == [0.58, 0.64, 0.69] and back[0].server_token_times is None
+    got = read_run_info(tmp_path / "run")
+    assert got.itl_option == "A" and got.slo == {"ttft": 0.2}
+    raw = orjson.loads((tmp_path / "run" / "run.json").read_bytes())
+    assert raw["started_at"].endswith("Z") and len(raw["started_at"]) == len("2026-01-01T00:00:00.000Z")
+    assert not (tmp_path / "run" / JOURNAL).exists()
+    assert pq.read_table(tmp_path / "run" / RECORDS).num_rows == 4
+
+
+def test_refuses_to_overwrite_a_run(tmp_path, records):
+    write_records(tmp_path / "run", RunInfo(kind="test"), records)
+    with pytest.raises(UserError, match="already holds a run"):
+        RunWriter(tmp_path / "run", RunInfo(kind="test"))
+
+
+def test_killed_run_keeps_flushed_records(tmp_path):
+    """A process killed mid-run loses at most its unflushed tail: earlier records are read from the journal."""
+    run = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from infermeter.records import RequestRecord, RunInfo, RunWriter
+        w = RunWriter(Path({str(run)!r}), RunInfo(kind="test"), flush_every=10)
+        for i in range(25):
+            w.append(RequestRecord(request_id=i, token_times=[float(i)], output_tokens=1))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (run / RECORDS).exists()
+    table = read_records(run)
+    assert table.column("request_id").to_pylist() == list(range(20))
+
+
+def test_torn_journal_tail_is_ignored(tmp_path):
+    run = tmp_path / "run"
+    w = RunWriter(run, RunInfo(kind="test"), flush_every=5)
+    for i in range(10):
+        w.append(RequestRecord(request_id=i))
+    w._sink.flush()
+    size = os.path.getsize(run / JOURNAL)
+    with open(run / JOURNAL, "ab") as fh:
+        fh.write(b"\xff\xff\xff\xff\x10\x00garbage")
+    assert os.path.getsize(run / JOURNAL) > size
+    assert read_records(run).num_rows == 10
+
+
+def test_bad_run_dirs(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        read_records(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no records"):
+        read_records(tmp_path / "empty")
+    with pytest.raises(UserError, match="not a run directory"):
+        read_run_info(tmp_path / "empty")
+    (tmp_path / "empty" / "run.json").write_text("{not json")
+    with pytest.raises(UserError, match="not a valid run description"):
+        read_run_info(tmp_path / "empty")
+
+
+def test_records_are_dataclasses_with_contract_fields():
+    r = RequestRecord(request_id=1)
+    assert [f for f in r.__slots__] == SCHEMA.names
