@@ -17,8 +17,13 @@ def infermeter(*args):
 
 @pytest.fixture
 def run_dir(tmp_path, records):
-    info = RunInfo(kind="test", sut={"model": "hand-made", "hardware": "none"}, workload={"name": "hand", "seed": 0},
-                   load={"description": "open-loop, 4 requests"}, slo={"ttft": 0.25})
+    info = RunInfo(
+        kind="test",
+        sut={"model": "hand-made", "hardware": "none"},
+        workload={"name": "hand", "seed": 0},
+        load={"description": "open-loop, 4 requests"},
+        slo={"ttft": 0.25},
+    )
     write_records(tmp_path / "run", info, records)
     return tmp_path / "run"
 
@@ -41,8 +46,18 @@ def test_report_json_is_the_summary_contract(run_dir):
     p = infermeter("report", str(run_dir), "--json")
     assert p.returncode == 0, p.stderr
     s = orjson.loads(p.stdout)
-    assert set(s) >= {"requests", "duration_s", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "normalized_latency_ms",
-                      "throughput", "goodput", "fluidity"}
+    assert set(s) >= {
+        "requests",
+        "duration_s",
+        "ttft_ms",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "normalized_latency_ms",
+        "throughput",
+        "goodput",
+        "fluidity",
+    }
     assert set(s["requests"]) >= {"total", "ok", "failed", "success_rate"}
     assert set(s["throughput"]) == {"output_tok_s", "input_tok_s", "req_s"}
     assert s["goodput"]["slo"] == {"ttft": 250.0}
@@ -53,14 +68,42 @@ def test_report_json_is_the_summary_contract(run_dir):
 
 def test_workload_writes_requests(tmp_path):
     out = tmp_path / "w.csv"
-    p = infermeter("workload", "synthetic-skewed", "--requests", "50", "--seed", "3", "--out", str(out),
-                   "--rate", "5", "--arrival", "gamma", "--burstiness", "0.5")
+    p = infermeter(
+        "workload",
+        "synthetic-skewed",
+        "--requests",
+        "50",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--rate",
+        "5",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "0.5",
+    )
     assert p.returncode == 0, p.stderr
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 50 and float(rows[0]["arrival_s"]) == 0.0 and float(rows[-1]["arrival_s"]) > 0
     again = tmp_path / "w2.csv"
-    infermeter("workload", "synthetic-skewed", "--requests", "50", "--seed", "3", "--out", str(again),
-               "--rate", "5", "--arrival", "gamma", "--burstiness", "0.5")
+    infermeter(
+        "workload",
+        "synthetic-skewed",
+        "--requests",
+        "50",
+        "--seed",
+        "3",
+        "--out",
+        str(again),
+        "--rate",
+        "5",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "0.5",
+    )
     assert out.read_text() == again.read_text()
     j = tmp_path / "w.json"
     assert infermeter("workload", "conversation", "-n", "5", "--out", str(j)).returncode == 0
@@ -69,15 +112,19 @@ def test_workload_writes_requests(tmp_path):
     assert any("ShareGPT" in n for n in doc["workload"]["notes"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["report", "/nonexistent/run"], "is not a run directory"),
-    (["workload", "nope"], "unknown workload 'nope'"),
-    (["workload", "synthetic-uniform", "--out", "x.txt"], "use a file ending in"),
-    (["workload", "synthetic-uniform", "--rate", "1", "--arrival", "poisson", "--burstiness", "0.5"], "burstiness"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["report", "/nonexistent/run"], "is not a run directory"),
+        (["workload", "nope"], "unknown workload 'nope'"),
+        (["workload", "synthetic-uniform", "--out", "x.txt"], "use a file ending in"),
+        (["workload", "synthetic-uniform", "--rate", "1", "--arrival", "poisson", "--burstiness", "0.5"], "burstiness"),
+    ],
+)
 def test_bad_input_is_one_line_no_traceback(args, message, tmp_path):
-    p = subprocess.run([sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, cwd=tmp_path,
-                       check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
     assert p.returncode == 2
     assert message in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1

@@ -8,8 +8,9 @@ lists = st.lists(st.lists(st.floats(-1e3, 1e3, allow_nan=False), max_size=6), ma
 
 
 def _ragged(xs):
-    return Ragged.from_lengths(np.array([len(x) for x in xs], dtype=np.int64),
-                               np.array([v for x in xs for v in x], dtype=float))
+    return Ragged.from_lengths(
+        np.array([len(x) for x in xs], dtype=np.int64), np.array([v for x in xs for v in x], dtype=float)
+    )
 
 
 @given(lists)

@@ -8,7 +8,8 @@ from infermeter.metrics.goodput import meets_slo, parse_slo
 
 def test_parse_slo_units():
     assert parse_slo("ttft=200ms, tpot=0.05s,itl=1500us,e2e=2") == pytest.approx(
-        {"ttft": 0.2, "tpot": 0.05, "itl": 0.0015, "e2e": 0.002})
+        {"ttft": 0.2, "tpot": 0.05, "itl": 0.0015, "e2e": 0.002}
+    )
     with pytest.raises(UserError, match="unknown"):
         parse_slo("latency=3ms")
     with pytest.raises(UserError, match="form"):
@@ -17,8 +18,12 @@ def test_parse_slo_units():
 
 def test_goodput_is_a_conjunction():
     ok = np.array([True, True, True, False])
-    per = {"ttft": np.array([0.1, 0.3, 0.1, 0.1]), "tpot": np.array([0.01, 0.01, 0.06, 0.01]),
-           "itl": np.full(4, np.nan), "e2e": np.ones(4)}
+    per = {
+        "ttft": np.array([0.1, 0.3, 0.1, 0.1]),
+        "tpot": np.array([0.01, 0.01, 0.06, 0.01]),
+        "itl": np.full(4, np.nan),
+        "e2e": np.ones(4),
+    }
     np.testing.assert_array_equal(meets_slo(ok, per, {"ttft": 0.2, "tpot": 0.05}), [True, False, False, False])
 
 

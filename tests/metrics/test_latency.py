@@ -51,8 +51,10 @@ def test_jitter_and_max_pause(cols):
 
 
 def test_requests_without_tokens_are_undefined_not_zero():
-    recs = [RequestRecord(request_id=0, submitted_at=1.0, status="ok"),
-            RequestRecord(request_id=1, submitted_at=1.0, token_times=[1.5], output_tokens=1)]
+    recs = [
+        RequestRecord(request_id=0, submitted_at=1.0, status="ok"),
+        RequestRecord(request_id=1, submitted_at=1.0, token_times=[1.5], output_tokens=1),
+    ]
     cols = RecordColumns.from_records(recs)
     np.testing.assert_allclose(lat.ttft(cols), [nan, 0.5])
     assert lat.itl(cols, "B").values.size == 0

@@ -50,3 +50,14 @@ def test_sample_count_warnings_follow_5_1_4_3():
     assert stats(np.ones(10000))["warnings"] == []
     empty = stats(np.array([]))
     assert empty["n"] == 0 and empty["p50"] is None
+
+
+@pytest.mark.parametrize("n", [10, 137, 1000, 123_457, 25_500_000])
+@pytest.mark.parametrize("p", [0.5, 0.9, 0.99, 0.999])
+def test_binomial_ppf_matches_scipy(n, p):
+    from scipy import stats as sps
+
+    from infermeter.metrics.statistics import binom_ppf
+
+    for a in (0.025, 0.975):
+        assert binom_ppf(a, n, p) == int(sps.binom.ppf(a, n, p))

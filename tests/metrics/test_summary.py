@@ -6,7 +6,10 @@ from infermeter.metrics import RecordColumns, summarize
 def test_summary_of_hand_records(records):
     s = summarize(RecordColumns.from_records(records), "B", {"ttft": 0.25, "tpot": 0.04})
     assert s["requests"] == {
-        "total": 4, "ok": 3, "failed": 1, "success_rate": 0.75,
+        "total": 4,
+        "ok": 3,
+        "failed": 1,
+        "success_rate": 0.75,
         "by_status": {"ok": 3, "error": 1, "timeout": 0, "cancelled": 0},
         "errors": [{"reason": "connection reset after 1 token", "count": 1}],
     }
@@ -26,14 +29,29 @@ def test_summary_of_hand_records(records):
     assert s["chunking"]["tokens_per_chunk_mean"] == pytest.approx(8 / 6)
     assert [b["bucket"] for b in s["ttft_by_input_tokens"]] == ["0-256", "256-512", "1024-2048"]
     assert s["fairness"]["classes"]["long"] == {
-        "count": 2, "ok": 1, "ttft_p50": pytest.approx(100), "ttft_p99": pytest.approx(100),
-        "tpot_p50": pytest.approx(50), "tpot_p99": pytest.approx(50)}
+        "count": 2,
+        "ok": 1,
+        "ttft_p50": pytest.approx(100),
+        "ttft_p99": pytest.approx(100),
+        "tpot_p50": pytest.approx(50),
+        "tpot_p99": pytest.approx(50),
+    }
 
 
 def test_summary_has_the_contract_keys(records):
     s = summarize(RecordColumns.from_records(records))
-    for key in ("requests", "duration_s", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "normalized_latency_ms",
-                "throughput", "goodput", "fluidity"):
+    for key in (
+        "requests",
+        "duration_s",
+        "ttft_ms",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "normalized_latency_ms",
+        "throughput",
+        "goodput",
+        "fluidity",
+    ):
         assert key in s
     for key in ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99.9"):
         assert key in s["ttft_ms"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 # draft 5.1.4.3: samples needed for 10% relative error at 95% confidence
@@ -23,11 +23,19 @@ def pkey(p: float) -> str:
     return f"p{p:g}"
 
 
+def binom_ppf(a: float, n: int, p: float) -> int:
+    """Smallest k with P(Binomial(n, p) <= k) >= a, searched within 12 standard deviations of the mean."""
+    mean, sd = n * p, np.sqrt(n * p * (1 - p))
+    k = np.arange(max(0, int(mean - 12 * sd) - 2), min(n, int(mean + 12 * sd) + 2) + 1)
+    i = int(np.searchsorted(special.bdtr(k, n, p), a, side="left"))
+    return int(k[min(i, len(k) - 1)])
+
+
 def ci_ranks(n: int, q: float, level: float = 0.95) -> tuple[int | None, int | None]:
     """1-based ranks (l, u) with P(x_(l) <= true quantile < x_(u)) >= level; None where out of 1..n."""
     alpha = (1.0 - level) / 2.0
-    lo = int(sps.binom.ppf(alpha, n, q))
-    hi = int(sps.binom.ppf(1.0 - alpha, n, q)) + 1
+    lo = binom_ppf(alpha, n, q)
+    hi = binom_ppf(1.0 - alpha, n, q) + 1
     return (lo if lo >= 1 else None), (hi if hi <= n else None)
 
 

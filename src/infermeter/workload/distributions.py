@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from scipy import stats as sps
+from scipy import special
 
 from infermeter.errors import UserError
 
@@ -93,8 +93,8 @@ class LogNormal(_Dist):
         mu, s = self.mu, self.sigma
         a = (np.log(lo) - mu) / s if lo > 0 else -np.inf
         b = (np.log(hi) - mu) / s
-        middle = np.exp(mu + s * s / 2) * (sps.norm.cdf(b - s) - sps.norm.cdf(a - s))
-        return float(lo * sps.norm.cdf(a) + middle + (hi * sps.norm.sf(b) if np.isfinite(hi) else 0.0))
+        middle = np.exp(mu + s * s / 2) * (special.ndtr(b - s) - special.ndtr(a - s))
+        return float(lo * special.ndtr(a) + middle + (hi * special.ndtr(-b) if np.isfinite(hi) else 0.0))
 
     def describe(self) -> str:
         return f"log-normal(mu={self.mu:g}, sigma={self.sigma:g}), floor {self.min}, cap {self.max}"
@@ -154,7 +154,7 @@ class Quantiles(_Dist):
 
     def _knots(self) -> tuple[np.ndarray, np.ndarray]:
         qs = sorted(self.points)
-        z = sps.norm.ppf(np.asarray(qs) / 100.0)
+        z = special.ndtri(np.asarray(qs) / 100.0)
         logv = np.log(np.asarray([self.points[q] for q in qs], dtype=float))
         if np.any(np.diff(logv) <= 0):
             raise UserError("quantile points must grow with the percentile")
@@ -162,7 +162,7 @@ class Quantiles(_Dist):
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
         z_knots, logv = self._knots()
-        z = sps.norm.ppf(u)
+        z = special.ndtri(u)
         slope = np.diff(logv) / np.diff(z_knots)
         out = np.interp(z, z_knots, logv)
         lo, hi = z < z_knots[0], z > z_knots[-1]
