@@ -14,8 +14,8 @@ from rich.console import Console
 from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.goodput import parse_slo
-from infermeter.records import read_records, read_run_info
-from infermeter.report.console import full_report
+from infermeter.records import SUMMARY, RunInfo, read_records, read_run_info
+from infermeter.report.console import full_report, sim_table
 from infermeter.report.tables import grid
 from infermeter.workload.arrivals import ArrivalKind
 from infermeter.workload.build import arrival_spec, build_requests
@@ -24,6 +24,7 @@ from infermeter.workload.export import write_requests
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    pretty_exceptions_enable=False,
     help="Benchmark LLM inference servers: exact latency metrics, user-experience scores, an engine wind tunnel.",
 )
 err = Console(stderr=True)
@@ -45,10 +46,30 @@ def report(
         raise UserError(f"--itl-option must be A, B or C, got '{itl_option}'")
     bounds = parse_slo(slo) if slo is not None else dict(info.slo)
     summary = summarize(RecordColumns.from_table(read_records(run_dir)), option, bounds)  # type: ignore[arg-type]
+    summary.update(_stored_blocks(run_dir, info))
     if json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         print(full_report(summary, info))
+        if "sim" in summary:
+            print()
+            print(sim_table(summary))
+
+
+def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
+    """Blocks the records alone cannot give back: the simulator's `sim` block, and ITL when only endpoints
+    of each stream were recorded."""
+    path = run_dir / SUMMARY
+    if not path.is_file():
+        return {}
+    try:
+        stored = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return {}
+    keys = ["sim"]
+    if getattr(info, "token_times", "full") == "endpoints":
+        keys += ["itl_ms", "jitter_ms", "max_pause_ms", "itl_source"]
+    return {k: stored[k] for k in keys if k in stored}
 
 
 @app.command()
@@ -99,6 +120,218 @@ def workload(
     print(f"wrote {out}")
 
 
+def _workload_requests(
+    n: int,
+    seed: int,
+    workload: str | None,
+    trace: Path | None,
+    rps_scale: float,
+    rate: float | None,
+    arrival: str,
+    burstiness: float,
+):  # type: ignore[no-untyped-def]
+    """Requests + declaration from the shared workload/arrival options of sim and sim-sweep."""
+    if arrival not in ArrivalKind.__args__:  # type: ignore[attr-defined]
+        raise UserError(f"--arrival must be one of {', '.join(ArrivalKind.__args__)}, got '{arrival}'")  # type: ignore[attr-defined]
+    spec = arrival_spec(arrival, rate, burstiness) if rate is not None else None
+    return build_requests(
+        n, seed, workload=None if trace else workload, arrivals=spec, trace=trace, rps_scale=rps_scale
+    )
+
+
+def _engine_config(
+    scheduler: str,
+    bins: int,
+    bin_key: str,
+    latency: str | None,
+    kv_tokens: int | None,
+    prediction_noise: float,
+    sla_token_ms: float,
+    sla_request_s: float,
+    config: Path | None,
+):  # type: ignore[no-untyped-def]
+    from infermeter.engine.config import SCHEDULERS, EngineConfig, load_engine_config
+
+    if scheduler not in SCHEDULERS:
+        raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
+    base = load_engine_config(config) if config else EngineConfig()
+    update: dict[str, object] = {
+        "scheduler": scheduler,
+        "bins": bins,
+        "bin_key": bin_key,
+        "prediction_noise": prediction_noise,
+        "d_sla_token": sla_token_ms / 1000,
+        "d_sla_request": sla_request_s,
+    }
+    if latency is not None:
+        if latency not in ("batch", "iteration"):
+            raise UserError(f"--latency must be batch or iteration, got '{latency}'")
+        update["latency"] = latency
+    if kv_tokens is not None:
+        update["kv_capacity_tokens"] = kv_tokens
+    return EngineConfig.model_validate({**base.model_dump(), **update})
+
+
+@app.command()
+def sim(
+    workload: Annotated[str, typer.Option(help="standard workload name or YAML/JSON file")] = "synthetic-skewed",
+    trace: Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrival times")] = None,
+    rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 1.0,
+    requests: Annotated[int, typer.Option("--requests", "-n", min=1)] = 1000,
+    rate: Annotated[float | None, typer.Option(help="requests/s; without it every request arrives at t=0")] = None,
+    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
+    burstiness: Annotated[float, typer.Option(help="gamma shape (1 = Poisson)")] = 1.0,
+    scheduler: Annotated[
+        str, typer.Option(help="static_fifo, dynamic_no_bins, multi_bin_dynamic, continuous, chunked_prefill")
+    ] = "continuous",
+    engines: Annotated[int, typer.Option(min=1, help="engines (GPUs) in the pool")] = 1,
+    bins: Annotated[int, typer.Option(min=1, help="K bins for multi_bin_dynamic")] = 4,
+    bin_key: Annotated[
+        str, typer.Option(help="bin by 'total' (prompt + predicted output) or 'output' (the seed)")
+    ] = "total",
+    latency: Annotated[str | None, typer.Option(help="batch (seed T(b,L)) or iteration; default per scheduler")] = None,
+    kv_tokens: Annotated[int | None, typer.Option(help="KV capacity per engine in tokens (overrides memory)")] = None,
+    prediction_noise: Annotated[float, typer.Option(help="output-length predictor: lognormal sigma, 0 = oracle")] = 0.0,
+    sla_token_ms: Annotated[float, typer.Option(help="per-token decode SLA (seed D_SLA_TOKEN)")] = 10.0,
+    sla_request_s: Annotated[float, typer.Option(help="per-request latency SLA (seed D_SLA_REQUEST)")] = 20.0,
+    config: Annotated[Path | None, typer.Option(help="engine config YAML/JSON (any EngineConfig field)")] = None,
+    token_times: Annotated[str, typer.Option(help="auto, full or endpoints")] = "auto",
+    slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=500ms,tpot=50ms")] = None,
+    seed: Annotated[int, typer.Option()] = 42,
+    out: Annotated[Path, typer.Option(help="run directory to write")] = Path("runs/sim"),
+) -> None:
+    """Simulate one engine configuration on a virtual clock and write a run directory."""
+    from rich.progress import Progress
+
+    from infermeter.sim import simulate, write_sim_run
+
+    if token_times not in ("auto", "full", "endpoints"):
+        raise UserError(f"--token-times must be auto, full or endpoints, got '{token_times}'")
+    if bin_key not in ("total", "output"):
+        raise UserError(f"--bin-key must be total or output, got '{bin_key}'")
+    reqs, declaration = _workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
+    cfg = _engine_config(
+        scheduler, bins, bin_key, latency, kv_tokens, prediction_noise, sla_token_ms, sla_request_s, config
+    )
+    bounds = parse_slo(slo) if slo else None
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"simulating {cfg.scheduler} x {engines}", total=len(reqs))
+        outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
+    summary = write_sim_run(outcome, out, declaration, seed, token_times, slo=bounds)  # type: ignore[arg-type]
+    info = read_run_info(out)
+    print(full_report(summary, info))
+    print()
+    print(sim_table(summary))
+    print(f"\nrun directory: {out}")
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{option} takes comma-separated whole numbers, got '{text}'") from None
+    if not values or min(values) < 1:
+        raise UserError(f"{option} needs positive numbers, got '{text}'")
+    return values
+
+
+@app.command("sim-sweep")
+def sim_sweep(
+    out: Annotated[Path, typer.Option(help="directory for step1_grid_search.csv and step2_comparison.csv")] = Path(
+        "runs/sweep"
+    ),
+    requests: Annotated[str, typer.Option(help="request counts")] = "1000,10000,100000,1000000",
+    gpus: Annotated[str, typer.Option(help="GPU counts")] = "1,2,4,8,16,32,64,100",
+    bins: Annotated[str, typer.Option(help="K values")] = "1,2,4,8,16,32",
+    step: Annotated[str, typer.Option(help="1, 2 or both")] = "both",
+    workload: Annotated[str, typer.Option(help="standard workload name or YAML/JSON file")] = "synthetic-skewed",
+    trace: Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrival times")] = None,
+    rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 10.0,
+    rate: Annotated[float | None, typer.Option(help="requests/s for synthetic workloads")] = 27.0,
+    arrival: Annotated[str, typer.Option()] = "poisson",
+    burstiness: Annotated[float, typer.Option()] = 1.0,
+    bin_key: Annotated[str, typer.Option(help="total or output")] = "total",
+    sla_token_ms: Annotated[float, typer.Option()] = 10.0,
+    sla_request_s: Annotated[float, typer.Option()] = 20.0,
+    seed: Annotated[int, typer.Option()] = 42,
+) -> None:
+    """The seed's step 1 grid (requests x GPUs x K) and step 2 method comparison, resumable, as CSVs."""
+    from rich.progress import Progress
+
+    from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV, run_experiments, step1_grid, step2_methods
+
+    if step not in ("1", "2", "both"):
+        raise UserError(f"--step must be 1, 2 or both, got '{step}'")
+    counts = _int_list(requests, "--requests")
+    base = _engine_config("multi_bin_dynamic", 4, bin_key, None, None, 0.0, sla_token_ms, sla_request_s, None)
+    cache: dict[int, object] = {}
+
+    def make(n: int):  # type: ignore[no-untyped-def]
+        if n not in cache:
+            cache[n] = _workload_requests(
+                n, seed, workload, trace, rps_scale, None if trace else rate, arrival, burstiness
+            )[0]
+        return cache[n]
+
+    with Progress(console=err) as bar:
+        if step in ("1", "both"):
+            plan = step1_grid(counts, _int_list(gpus, "--gpus"), _int_list(bins, "--bins"))
+            task = bar.add_task("step 1: grid search", total=len(plan))
+            run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+        if step in ("2", "both"):
+            from infermeter.sim.experiments import read_rows
+
+            methods = step2_methods(counts, read_rows(out / STEP1_CSV))
+            task = bar.add_task("step 2: method comparison", total=len(methods))
+            rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+            header = ["experiment", "GPUs", "K", "req/s", "tok/s", "p99 latency", "token SLA viol.", "req SLA viol."]
+            print(
+                grid(
+                    header,
+                    [
+                        [
+                            r["experiment"],
+                            r["num_gpus"],
+                            r["k_bins"],
+                            f"{float(r['throughput_req_s']):.3f}",
+                            f"{float(r['throughput_tok_s']):.1f}",
+                            f"{float(r['p99_latency_s']):.2f} s",
+                            f"{float(r['token_sla_violation_pct']):.1f}%",
+                            f"{float(r['request_sla_violation_pct']):.1f}%",
+                        ]
+                        for r in rows
+                    ],
+                    "Step 2: method comparison",
+                )
+            )
+    print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
+
+
+@app.command()
+def calibrate(
+    grid_csv: Annotated[Path, typer.Argument(help="latency grid CSV (batch_size, max_seq_len, mean_latency_sec, ...)")],
+) -> None:
+    """Fit the seed's batch latency model T(b, L) = alpha + beta * L * h(b) to a measured grid."""
+    from infermeter.engine.calibration import fit_grid_file
+
+    fit = fit_grid_file(grid_csv)
+    m = fit.model
+    print(
+        grid(
+            ["Parameter", "Value"],
+            [
+                ["alpha", f"{m.alpha * 1000:.3f} ms"],
+                ["beta", f"{m.beta * 1000:.4f} ms/token"],
+                ["gamma", f"{m.gamma:.4f}"],
+                ["R^2", f"{fit.r2:.4f}"],
+                ["rows", str(fit.rows)],
+                ["max |error|", f"{fit.max_abs_error_s * 1000:.2f} ms"],
+            ],
+            "Calibrated batch latency model",
+        )
+    )
+
+
 @app.command()
 def run() -> None:
     """Benchmark a server (live runs arrive with the load-generation issue)."""
@@ -109,22 +342,10 @@ def run() -> None:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        app()
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        err.print("aborted")
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors carry their own message
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

@@ -61,3 +61,16 @@ def test_binomial_ppf_matches_scipy(n, p):
 
     for a in (0.025, 0.975):
         assert binom_ppf(a, n, p) == int(sps.binom.ppf(a, n, p))
+
+
+def test_weighted_stats_equal_expanded_stats():
+    from infermeter.metrics.statistics import stats_weighted
+
+    rng = np.random.default_rng(5)
+    v = rng.lognormal(size=300)
+    w = rng.integers(0, 40, size=300)
+    got, expect = stats_weighted(v, w, 1000), stats(np.repeat(v, w), 1000)
+    for key in ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99.9"):
+        assert got[key] == pytest.approx(expect[key], rel=1e-9), key
+    for p, bounds in expect["ci95"].items():
+        assert got["ci95"][p] == pytest.approx(bounds), p

@@ -83,3 +83,39 @@ def sample_warnings(n: int) -> list[str]:
         for p, need in MIN_SAMPLES.items()
         if n < need
     ]
+
+
+def stats_weighted(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+    """stats() of the multiset where values[i] occurs weights[i] times, without expanding it."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=np.int64)
+    keep = np.isfinite(v) & (w > 0)
+    v, w = v[keep], w[keep]
+    n = int(w.sum())
+    if n == 0:
+        return stats(np.zeros(0), scale)
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+
+    def at(rank0: int) -> float:  # 0-based order statistic of the expanded multiset
+        return float(v[np.searchsorted(cum, rank0, side="right")])
+
+    mean = float(np.dot(v, w) / n)
+    out: dict[str, Any] = {
+        "n": n,
+        "mean": mean * scale,
+        "std": float(np.sqrt(np.dot(w, (v - mean) ** 2) / n)) * scale,
+        "min": float(v[0]) * scale,
+        "max": float(v[-1]) * scale,
+    }
+    for p in PERCENTILES:
+        h = (n - 1) * p / 100.0
+        lo = int(np.floor(h))
+        a, b = at(lo), at(int(np.ceil(h)))
+        out[pkey(p)] = (a + (b - a) * (h - lo)) * scale
+    out["ci95"] = {
+        pkey(p): [None if r is None else at(r - 1) * scale for r in ci_ranks(n, p / 100.0)] for p in PERCENTILES
+    }
+    out["warnings"] = sample_warnings(n)
+    return out

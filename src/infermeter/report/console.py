@@ -155,3 +155,22 @@ def full_report(summary: dict[str, Any], info: RunInfo) -> str:
         parts += [table8_classes(summary), table9_fairness(summary)]
     parts.append(minimum_report(summary, info))
     return "\n\n".join(parts)
+
+
+def sim_table(summary: dict[str, Any]) -> str:
+    """The simulator's own metrics (seeds/004 section 9)."""
+    s = summary["sim"]
+    q = s["queueing_delay_ms"]
+    rows = [
+        ["Scheduler", f"{s['scheduler']} ({s['latency_model']} latency model)"],
+        ["Engines", str(s["engines"])],
+        ["GPU utilization", fmt_pct(s["gpu_utilization"])],
+        ["Average batch size", f"{s['avg_batch_size']:.1f}"],
+        ["Queueing delay mean / P99", f"{fmt_ms(q['mean'])} / {fmt_ms(q['p99'])}"],
+        [f"Token SLA violations (TPOT > {s['d_sla_token_ms']:g} ms)", fmt_pct(s["token_sla_violation"])],
+        [f"Request SLA violations (E2E > {s['d_sla_request_s']:g} s)", fmt_pct(s["request_sla_violation"])],
+        ["Preemptions (requests)", f"{s['preemptions']} ({s['preempted_requests']})"],
+        ["Rejected (never fit in KV memory)", str(s["rejected"])],
+        ["Peak KV usage", fmt_pct(s["peak_kv_usage"])],
+    ]
+    return grid(["Metric", "Value"], rows, "Simulated engine (seeds/004 metrics)")

@@ -1,0 +1,170 @@
+"""seeds/004 section 7: step 1 grid search (requests x GPUs x K bins) and step 2 method comparison.
+
+Each experiment appends one CSV row as soon as it finishes; rerunning the same sweep skips the rows already
+written, so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infermeter.engine.config import EngineConfig
+from infermeter.sim.run import sim_block
+from infermeter.sim.simulator import SimOutcome, simulate
+from infermeter.workload.spec import Requests
+
+STEP1_CSV = "step1_grid_search.csv"
+STEP2_CSV = "step2_comparison.csv"
+SEED_REQUESTS = (1_000, 10_000, 100_000, 1_000_000)
+SEED_GPUS = (1, 2, 4, 8, 16, 32, 64, 100)
+SEED_BINS = (1, 2, 4, 8, 16, 32)
+REQUEST_SLA_OK = 5.0  # percent: the "optimal" step-1 configuration must keep request-SLA violations below this
+
+COLUMNS = [
+    "experiment",
+    "method",
+    "num_requests",
+    "num_gpus",
+    "k_bins",
+    "throughput_req_s",
+    "throughput_tok_s",
+    "avg_latency_s",
+    "p50_latency_s",
+    "p95_latency_s",
+    "p99_latency_s",
+    "max_latency_s",
+    "token_sla_violation_pct",
+    "request_sla_violation_pct",
+    "gpu_utilization",
+    "avg_batch_size",
+    "avg_queueing_delay_s",
+    "preemptions",
+    "wall_s",
+]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str  # unique key of the row, used to resume
+    method: str
+    requests: int
+    gpus: int
+    bins: int
+
+
+def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, Any]:
+    block = sim_block(out)
+    n = len(out.requests)
+    arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
+    latency = (out.emissions.last_token() - arrivals)[out.served()]
+    makespan = block["makespan_s"] or float("nan")
+    tokens = int(out.emissions.count.sum())
+    pct = np.percentile(latency, [50, 95, 99]) if len(latency) else [np.nan] * 3
+    return {
+        "experiment": exp.name,
+        "method": exp.method,
+        "num_requests": exp.requests,
+        "num_gpus": exp.gpus,
+        "k_bins": exp.bins,
+        "throughput_req_s": len(latency) / makespan,
+        "throughput_tok_s": tokens / makespan,
+        "avg_latency_s": float(np.mean(latency)) if len(latency) else np.nan,
+        "p50_latency_s": pct[0],
+        "p95_latency_s": pct[1],
+        "p99_latency_s": pct[2],
+        "max_latency_s": float(np.max(latency)) if len(latency) else np.nan,
+        "token_sla_violation_pct": 100 * block["token_sla_violation"],
+        "request_sla_violation_pct": 100 * block["request_sla_violation"],
+        "gpu_utilization": block["gpu_utilization"],
+        "avg_batch_size": block["avg_batch_size"],
+        "avg_queueing_delay_s": block["queueing_delay_ms"]["mean"] / 1000
+        if block["queueing_delay_ms"]["mean"] is not None
+        else np.nan,
+        "preemptions": block["preemptions"],
+        "wall_s": wall,
+    }
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def run_experiments(
+    experiments: Iterable[Experiment],
+    csv_path: Path,
+    base: EngineConfig,
+    workload: Callable[[int], Requests],
+    seed: int,
+    on_done: Callable[[Experiment, bool], None] | None = None,
+) -> list[dict[str, str]]:
+    """Run what the CSV does not hold yet, appending a row after each experiment; returns all rows."""
+    done = {row["experiment"] for row in read_rows(csv_path)}
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not csv_path.is_file()
+    with csv_path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        if new_file:
+            writer.writeheader()
+        for exp in experiments:
+            if exp.name in done:
+                if on_done:
+                    on_done(exp, True)
+                continue
+            config = base.model_copy(update={"scheduler": exp.method, "bins": exp.bins})
+            t0 = time.perf_counter()
+            out = simulate(workload(exp.requests), config, exp.gpus, seed)
+            writer.writerow(experiment_row(exp, out, time.perf_counter() - t0))
+            fh.flush()
+            if on_done:
+                on_done(exp, False)
+    return read_rows(csv_path)
+
+
+def step1_grid(requests: Iterable[int], gpus: Iterable[int], bins: Iterable[int]) -> list[Experiment]:
+    return [
+        Experiment(f"step1/n={n}/gpus={g}/k={k}", "multi_bin_dynamic", n, g, k)
+        for n in requests
+        for g in gpus
+        for k in bins
+    ]
+
+
+def optimal(rows: list[dict[str, str]], n: int) -> tuple[int, int] | None:
+    """Fewest GPUs whose request-SLA violations stay under 5%, best throughput among their K; else the best
+    throughput overall.  None when step 1 has no row for n requests."""
+    mine = [r for r in rows if int(r["num_requests"]) == n]
+    if not mine:
+        return None
+    meeting = [r for r in mine if float(r["request_sla_violation_pct"]) <= REQUEST_SLA_OK]
+    if meeting:
+        fewest = min(int(r["num_gpus"]) for r in meeting)
+        pool = [r for r in meeting if int(r["num_gpus"]) == fewest]
+    else:
+        pool = mine
+    best = max(pool, key=lambda r: float(r["throughput_req_s"]))
+    return int(best["num_gpus"]), int(best["k_bins"])
+
+
+def step2_methods(requests: Iterable[int], step1_rows: list[dict[str, str]]) -> list[Experiment]:
+    out: list[Experiment] = []
+    for n in requests:
+        out += [
+            Experiment(f"step2/n={n}/static_fifo", "static_fifo", n, 1, 1),
+            Experiment(f"step2/n={n}/dynamic_no_bins", "dynamic_no_bins", n, 1, 1),
+            Experiment(f"step2/n={n}/multi_bin_k8", "multi_bin_dynamic", n, 1, 8),
+        ]
+        best = optimal(step1_rows, n)
+        if best is not None:
+            g, k = best
+            out.append(Experiment(f"step2/n={n}/multi_bin_optimal", "multi_bin_dynamic", n, g, k))
+    return out

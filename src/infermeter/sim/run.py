@@ -1,0 +1,161 @@
+"""A simulated run as a normal run directory: records with per-token times, summary.json with a `sim` block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from infermeter import __version__
+from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics.columns import Ragged
+from infermeter.metrics.statistics import stats, stats_weighted
+from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
+from infermeter.sim.simulator import SimOutcome
+
+MS = 1000.0
+TokenTimes = Literal["auto", "full", "endpoints"]
+DEFAULT_TOKEN_LIMIT = 40_000_000  # above this many tokens, `auto` records endpoints only (~1 GB of times)
+
+
+def _list_array(r: Ragged, dtype: pa.DataType) -> pa.ListArray:
+    offsets = pa.array(r.offsets.astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(r.values, type=dtype))
+
+
+def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Table:
+    """One RequestRecord per request; every token is its own SSE event, and the times are the engine's."""
+    req = out.requests
+    n = len(req)
+    times = out.emissions.token_times() if mode == "full" else out.emissions.endpoints()
+    token_list = _list_array(times, pa.float64())
+    ones = Ragged(times.offsets, np.ones(len(times.values), dtype=np.int32))
+    arrivals = req.arrival_s if len(req.arrival_s) == n else np.zeros(n)
+    status = np.full(n, "ok", dtype=object)
+    error = np.full(n, "", dtype=object)
+    for idx, reason in out.rejected.items():
+        status[idx], error[idx] = "error", reason
+    cols = {
+        "request_id": pa.array(np.arange(n, dtype=np.int64)),
+        "request_class": pa.array(req.request_class.astype(str)),
+        "input_tokens": pa.array(req.input_tokens.astype(np.int32)),
+        "output_tokens": pa.array(out.emissions.tokens_per_request().astype(np.int32)),
+        "max_tokens": pa.array(req.output_tokens.astype(np.int32)),
+        "scheduled_at": pa.array(arrivals.astype(float)),
+        "submitted_at": pa.array(arrivals.astype(float)),
+        "token_times": token_list,
+        "chunk_times": token_list,
+        "chunk_tokens": _list_array(ones, pa.int32()),
+        "server_token_times": pa.nulls(n, pa.list_(pa.float64())),
+        "status": pa.array(status.astype(str)),
+        "error": pa.array(error.astype(str)),
+    }
+    return pa.Table.from_pydict(cols, schema=SCHEMA)
+
+
+def sim_block(out: SimOutcome) -> dict[str, Any]:
+    """The seed's own metrics (seeds/004 section 9) for summary.json's `sim` block."""
+    cfg = out.config
+    n = len(out.requests)
+    ok = out.served()
+    arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
+    first, last = out.emissions.first_token(), out.emissions.last_token()
+    # from the first arrival until the last engine is free again (a static batch outlasts its last token)
+    makespan = out.end_time - arrivals.min() if n else 0.0
+    n_tok = out.emissions.tokens_per_request()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n_tok >= 2, (last - first) / (n_tok - 1), np.nan)
+    e2e = last - arrivals
+    token_viol = np.sum(tpot[ok] > cfg.d_sla_token) / max(int(np.sum(ok & (n_tok >= 2))), 1)
+    request_viol = (np.sum(e2e[ok] > cfg.d_sla_request) + (n - int(ok.sum()))) / max(n, 1)
+    return {
+        "scheduler": cfg.scheduler,
+        "engines": out.engines,
+        "latency_model": cfg.latency_model().name,
+        "kv_capacity_tokens": cfg.capacity(),
+        "gpu_utilization": float(out.busy_time.sum() / (out.engines * makespan)) if makespan > 0 else 0.0,
+        "avg_batch_size": out.batch_size_sum / out.steps if out.steps else 0.0,
+        "steps": out.steps,
+        "queueing_delay_ms": stats(out.first_scheduled - arrivals, MS),
+        "token_sla_violation": float(token_viol),
+        "request_sla_violation": float(request_viol),
+        "d_sla_token_ms": cfg.d_sla_token * MS,
+        "d_sla_request_s": cfg.d_sla_request,
+        "preemptions": int(out.preemptions.sum()),
+        "preempted_requests": int(np.sum(out.preemptions > 0)),
+        "rejected": len(out.rejected),
+        "peak_kv_usage": out.peak_kv_usage,
+        "makespan_s": float(makespan),
+    }
+
+
+def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> dict[str, Any]:
+    """ITL, jitter and max pause computed from the emission runs, for runs that record endpoints only."""
+    owner, value, weight = out.emissions.itl_weighted()
+    keep = ok[owner]
+    owner, value, weight = owner[keep], value[keep], weight[keep]
+    n = len(out.requests)
+    w = np.bincount(owner, weights=weight, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(owner, weights=weight * value, minlength=n) / w
+        var = np.bincount(owner, weights=weight * (value - mean[owner]) ** 2, minlength=n) / w
+    max_pause = np.full(n, -np.inf)
+    np.maximum.at(max_pause, owner, value)
+    return {
+        "itl_ms": stats_weighted(value, weight, MS),
+        "jitter_ms": stats(np.where(w >= 2, np.sqrt(var), np.nan), MS),
+        "max_pause_ms": stats(np.where(w >= 1, max_pause, np.nan), MS),
+    }
+
+
+def write_sim_run(
+    out: SimOutcome,
+    run_dir: Path,
+    declaration: dict[str, Any],
+    seed: int,
+    token_times: TokenTimes = "auto",
+    token_limit: int = DEFAULT_TOKEN_LIMIT,
+    slo: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Write run.json, records.parquet and summary.json; returns the summary."""
+    total_tokens = int(out.emissions.count.sum())
+    mode: Literal["full", "endpoints"] = (
+        ("full" if total_tokens <= token_limit else "endpoints") if token_times == "auto" else token_times
+    )
+    cfg = out.config
+    info = RunInfo(
+        kind="simulated",
+        sut={
+            "model": f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler}",
+            "hardware": f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
+            "software": f"infermeter {__version__} discrete-event simulator",
+            "boundary": "Model Engine",
+            "prefix_caching": "not modelled",
+            "guardrails": "none (simulated engine)",
+        },
+        workload=declaration,
+        load={
+            "description": (declaration.get("arrivals") or {}).get("description", "all requests at t=0 (offline)"),
+            "requests": len(out.requests),
+        },
+        tokenizer={"name": "workload token counts", "counting_method": "A", "source": "workload specification"},
+        itl_option="B",
+        warmup={"done": False, "note": "a simulated engine has no warm-up effects"},
+        slo=slo or {},
+        engine=cfg.describe(),
+        token_times=mode,
+        notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"],
+    )
+    table = records_table(out, mode)
+    with RunWriter(run_dir, info) as writer:
+        writer.extend(table)
+    cols = RecordColumns.from_table(table)
+    summary = summarize(cols, "B", slo)
+    if mode == "endpoints":
+        summary.update(_itl_from_emissions(out, cols.ok))
+        summary["itl_source"] = "simulator emissions (records hold first and last token times only)"
+    summary["sim"] = sim_block(out)
+    write_summary(run_dir, summary)
+    return summary

@@ -1,0 +1,176 @@
+"""Discrete-event simulator (seeds/004): ARRIVAL and GPU_FREE events over a pool of EngineCores, virtual clock.
+
+Events are ordered by time; at equal times a finishing step (GPU_FREE) comes before an arrival, engines in
+index order, arrivals in workload order, so a run is deterministic.  Batch schedulers share one queue across
+the pool (the seed's GPU pool); iteration-level engines each keep their own, and arrivals are dispatched to the
+engine with the fewest requests in it (ties to the lowest index) or round-robin.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from infermeter.engine.config import EngineConfig, build_engines, predict_lengths
+from infermeter.engine.core import EngineCore, Step
+from infermeter.engine.request import EngineRequest
+from infermeter.sim.tokens import Emissions, TokenLog
+from infermeter.workload.spec import Requests
+
+Dispatch = Literal["least_loaded", "round_robin"]
+
+
+@dataclass
+class SimOutcome:
+    """Everything a simulated run measured, per request and per engine."""
+
+    requests: Requests
+    config: EngineConfig
+    engines: int
+    emissions: Emissions
+    first_scheduled: np.ndarray  # seconds; NaN for rejected requests
+    preemptions: np.ndarray
+    rejected: dict[int, str]
+    busy_time: np.ndarray  # per engine
+    steps: int
+    batch_size_sum: int
+    peak_kv_usage: float
+    end_time: float
+    predicted: np.ndarray
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def served(self) -> np.ndarray:
+        """True for requests the engines served (not rejected)."""
+        ok = np.ones(len(self.requests), dtype=bool)
+        ok[list(self.rejected)] = False
+        return ok
+
+
+def simulate(
+    requests: Requests,
+    config: EngineConfig,
+    engines: int = 1,
+    seed: int = 0,
+    dispatch: Dispatch = "least_loaded",
+    progress: Callable[[int], None] | None = None,
+) -> SimOutcome:
+    """Run every request through the engine model to completion; returns the emissions and seed metrics."""
+    n = len(requests)
+    arrivals = requests.arrival_s if len(requests.arrival_s) == n else np.zeros(n)
+    order = np.argsort(arrivals, kind="stable")
+    prompts = requests.input_tokens.astype(np.int64)
+    outputs = np.maximum(requests.output_tokens.astype(np.int64), 1)
+    predicted = predict_lengths(outputs, config.prediction_noise, seed)
+    pool = build_engines(config, engines, prompts, predicted)
+    log = TokenLog()
+    first_scheduled = np.full(n, np.nan)
+    preemptions = np.zeros(n, dtype=np.int64)
+    rejected: dict[int, str] = {}
+    heap: list[tuple[float, int, int]] = []  # (time, engine index, tie-breaker)
+    live = np.zeros(engines, dtype=np.int64)  # requests inside each engine (queued or running)
+    shared = config.is_batch
+    steps = 0
+    batch_sum = 0
+    rr = 0
+    now = 0.0
+    done = 0
+    next_report = 1000
+
+    def start(engine: EngineCore, at: float) -> None:
+        nonlocal steps, batch_sum
+        step = engine.next_step(at)
+        if step is None:
+            return
+        steps += 1
+        batch_sum += step.batch_size
+        heapq.heappush(heap, (step.end, engine.engine_id, steps))
+
+    def record(step: Step) -> None:
+        if step.plan is None:
+            for r, f, iv, c in zip(step.reqs, step.first, step.interval, step.count, strict=True):
+                log.add_run(r.idx, step.start + f, iv, c)
+        else:
+            log.add_tokens([r.idx for r in step.reqs], step.end)
+
+    i = 0
+    while i < n or heap:
+        next_arrival = arrivals[order[i]] if i < n else np.inf
+        if heap and heap[0][0] <= next_arrival:
+            now, e, _ = heapq.heappop(heap)
+            engine = pool[e]
+            step = engine.current
+            assert step is not None
+            record(step)
+            finished = engine.finish(step)
+            for r in finished:
+                first_scheduled[r.idx] = r.first_scheduled
+                preemptions[r.idx] = r.preemptions
+            if shared:
+                done += len(finished)
+            else:
+                live[e] -= len(finished)
+                done += len(finished)
+            start(engine, now)
+            if shared:  # other idle engines may take what this one left in the shared queue
+                for other in pool:
+                    if other.idle and other.scheduler.waiting():
+                        start(other, now)
+        else:
+            # every request arriving at this instant is queued before any engine starts a step
+            now = float(next_arrival)
+            touched: list[EngineCore] = []
+            while i < n and arrivals[order[i]] == now:
+                idx = int(order[i])
+                i += 1
+                req = EngineRequest(
+                    idx,
+                    now,
+                    int(prompts[idx]),
+                    int(outputs[idx]),
+                    int(predicted[idx]),
+                    str(requests.request_class[idx]),
+                )
+                if shared:
+                    target = pool[0]
+                elif dispatch == "round_robin":
+                    target = pool[rr % engines]
+                    rr += 1
+                else:
+                    target = pool[int(np.argmin(live))]
+                reason = target.submit(req)
+                if reason is not None:
+                    rejected[idx] = reason
+                    done += 1
+                    continue
+                if not shared:
+                    live[target.engine_id] += 1
+                    touched.append(target)
+            for engine in pool if shared else touched:
+                if engine.idle and engine.has_work():
+                    start(engine, now)
+        if progress is not None and done >= next_report:
+            progress(done)
+            next_report = done + 1000
+    if progress is not None:
+        progress(done)
+    unfinished = [e for e in pool if e.has_work()]
+    assert not unfinished, "simulation ended with work left in an engine"
+    return SimOutcome(
+        requests=requests,
+        config=config,
+        engines=engines,
+        emissions=log.rows(n),
+        first_scheduled=first_scheduled,
+        preemptions=preemptions,
+        rejected=rejected,
+        busy_time=np.asarray([e.busy_time for e in pool]),
+        steps=steps,
+        batch_size_sum=batch_sum,
+        peak_kv_usage=max(e.memory.peak / e.memory.total if e.memory.total else 0.0 for e in pool),
+        end_time=now,
+        predicted=predicted,
+    )
