@@ -15,7 +15,7 @@ from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.goodput import parse_slo
 from infermeter.records import SUMMARY, RunInfo, read_records, read_run_info
-from infermeter.report.console import full_report, sim_table
+from infermeter.report.console import comparison_table, full_report, sim_table
 from infermeter.report.tables import grid
 from infermeter.workload.arrivals import ArrivalKind
 from infermeter.workload.build import arrival_spec, build_requests
@@ -32,7 +32,7 @@ err = Console(stderr=True)
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory (run.json + records.parquet)")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="one run directory, or several to compare side by side")],
     json: Annotated[bool, typer.Option("--json", help="print summary.json instead of tables")] = False,
     itl_option: Annotated[
         str | None, typer.Option("--itl-option", help="A, B or C; default: the one run.json declares")
@@ -40,20 +40,28 @@ def report(
     slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms; default: run.json's")] = None,
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated)."""
-    info = read_run_info(run_dir)
-    option = (itl_option or info.itl_option).upper()
-    if option not in ("A", "B", "C"):
+    if itl_option is not None and itl_option.upper() not in ("A", "B", "C"):
         raise UserError(f"--itl-option must be A, B or C, got '{itl_option}'")
-    bounds = parse_slo(slo) if slo is not None else dict(info.slo)
-    summary = summarize(RecordColumns.from_table(read_records(run_dir)), option, bounds)  # type: ignore[arg-type]
-    summary.update(_stored_blocks(run_dir, info))
+    results = []
+    for run_dir in run_dirs:
+        info = read_run_info(run_dir)
+        option = (itl_option or info.itl_option).upper()
+        bounds = parse_slo(slo) if slo is not None else dict(info.slo)
+        summary = summarize(RecordColumns.from_table(read_records(run_dir)), option, bounds)  # type: ignore[arg-type]
+        summary.update(_stored_blocks(run_dir, info))
+        results.append((run_dir, info, summary))
     if json:
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-    else:
-        print(full_report(summary, info))
-        if "sim" in summary:
-            print()
-            print(sim_table(summary))
+        payload = results[0][2] if len(results) == 1 else {str(d): s for d, _, s in results}
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return
+    if len(results) > 1:
+        print(comparison_table([(d.name or str(d), s) for d, _, s in results]))
+        return
+    _, info, summary = results[0]
+    print(full_report(summary, info))
+    if "sim" in summary:
+        print()
+        print(sim_table(summary))
 
 
 def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:

@@ -28,8 +28,11 @@ def test_iteration_model_step_arithmetic():
 def test_calibration_recovers_parameters(tmp_path):
     truth = BatchModel(alpha=0.05, beta=0.004, gamma=0.25)
     rng = np.random.default_rng(0)
-    rows = [(b, L, truth.batch_time(b, L, 0) * (1 + rng.normal(0, 0.002)))
-            for b in (1, 2, 4, 8, 16, 32) for L in (128, 256, 512, 1024, 2048)]
+    rows = [
+        (b, L, truth.batch_time(b, L, 0) * (1 + rng.normal(0, 0.002)))
+        for b in (1, 2, 4, 8, 16, 32)
+        for L in (128, 256, 512, 1024, 2048)
+    ]
     b, L, y = map(np.array, zip(*rows, strict=True))
     fit = fit_batch_model(b, L, y)
     assert fit.model.alpha == pytest.approx(0.05, rel=0.05)
@@ -37,8 +40,10 @@ def test_calibration_recovers_parameters(tmp_path):
     assert fit.model.gamma == pytest.approx(0.25, rel=0.03)
     assert fit.r2 > 0.999
     p = tmp_path / "grid.csv"
-    p.write_text("batch_size,max_seq_len,mean_latency_sec,std_latency_sec,num_trials\n"
-                 + "".join(f"{bi},{li},{yi},0.001,5\n" for bi, li, yi in rows))
+    p.write_text(
+        "batch_size,max_seq_len,mean_latency_sec,std_latency_sec,num_trials\n"
+        + "".join(f"{bi},{li},{yi},0.001,5\n" for bi, li, yi in rows)
+    )
     assert fit_grid_file(p).model.beta == pytest.approx(fit.model.beta)
 
 

@@ -6,9 +6,28 @@ from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV
 
 
 def sweep(out, *extra):
-    return subprocess.run([sys.executable, "-m", "infermeter", "sim-sweep", "--out", str(out), "--requests", "300",
-                           "--gpus", "1,2", "--bins", "1,4", "--rate", "10", *extra],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "sim-sweep",
+            "--out",
+            str(out),
+            "--requests",
+            "300",
+            "--gpus",
+            "1,2",
+            "--bins",
+            "1,4",
+            "--rate",
+            "10",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def rows(path):

@@ -18,8 +18,14 @@ from infermeter.workload.spec import Requests
 
 def requests(prompts, outputs, arrivals=None):
     n = len(prompts)
-    return Requests(np.full(n, "", dtype=object), np.asarray(prompts), np.asarray(outputs), np.full(n, -1),
-                    np.zeros(n, dtype=np.int64), np.zeros(n) if arrivals is None else np.asarray(arrivals, float))
+    return Requests(
+        np.full(n, "", dtype=object),
+        np.asarray(prompts),
+        np.asarray(outputs),
+        np.full(n, -1),
+        np.zeros(n, dtype=np.int64),
+        np.zeros(n) if arrivals is None else np.asarray(arrivals, float),
+    )
 
 
 @pytest.mark.parametrize("scheduler", ["static_fifo", "dynamic_no_bins", "multi_bin_dynamic"])
@@ -57,8 +63,10 @@ def _throughput(out):
 def test_multi_bin_beats_static_and_dynamic_at_saturation():
     """synthetic-skewed at 20 req/s saturates static_fifo (capacity ~0.7 req/s) on one engine."""
     r = _skewed()
-    thr = {name: _throughput(simulate(r, EngineConfig(scheduler=name, bins=k)))
-           for name, k in [("static_fifo", 1), ("dynamic_no_bins", 1), ("multi_bin_dynamic", 4)]}
+    thr = {
+        name: _throughput(simulate(r, EngineConfig(scheduler=name, bins=k)))
+        for name, k in [("static_fifo", 1), ("dynamic_no_bins", 1), ("multi_bin_dynamic", 4)]
+    }
     thr["multi_bin_k8"] = _throughput(simulate(r, EngineConfig(scheduler="multi_bin_dynamic", bins=8)))
     assert thr["static_fifo"] < 1.0
     for k in ("multi_bin_dynamic", "multi_bin_k8"):
@@ -109,17 +117,27 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
     out = simulate(r, EngineConfig(scheduler="chunked_prefill"), engines=2)
     run = tmp_path / "sim"
     summary = write_sim_run(out, run, {"name": "synthetic-skewed", "seed": 1}, 1, "full")
-    assert set(summary["sim"]) >= {"gpu_utilization", "avg_batch_size", "queueing_delay_ms", "token_sla_violation",
-                                   "request_sla_violation", "preemptions"}
+    assert set(summary["sim"]) >= {
+        "gpu_utilization",
+        "avg_batch_size",
+        "queueing_delay_ms",
+        "token_sla_violation",
+        "request_sla_violation",
+        "preemptions",
+    }
     assert 0 < summary["sim"]["gpu_utilization"] <= 1
     cols = RecordColumns.from_table(read_records(run))
     assert cols.n == 500 and (cols.output_tokens == r.output_tokens).all()
-    p = subprocess.run([sys.executable, "-m", "infermeter", "report", str(run)], capture_output=True, text=True,
-                       check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", "report", str(run)], capture_output=True, text=True, check=False
+    )
     assert p.returncode == 0, p.stderr
     assert "Table 1: TTFT Results" in p.stdout and "Simulated engine (seeds/004 metrics)" in p.stdout
-    j = orjson.loads(subprocess.run([sys.executable, "-m", "infermeter", "report", str(run), "--json"],
-                                    capture_output=True, check=True).stdout)
+    j = orjson.loads(
+        subprocess.run(
+            [sys.executable, "-m", "infermeter", "report", str(run), "--json"], capture_output=True, check=True
+        ).stdout
+    )
     assert j["itl_ms"]["p99"] == pytest.approx(summary["itl_ms"]["p99"]) and "sim" in j
 
 
@@ -132,6 +150,58 @@ def test_endpoints_mode_keeps_the_same_summary(tmp_path):
         for stat in ("n", "mean", "p50", "p99", "max"):
             assert ends[key][stat] == pytest.approx(full[key][stat], rel=1e-9), (key, stat)
     assert read_records(tmp_path / "ends").column("token_times").combine_chunks().value_lengths().to_numpy().max() == 2
-    j = orjson.loads(subprocess.run([sys.executable, "-m", "infermeter", "report", str(tmp_path / "ends"), "--json"],
-                                    capture_output=True, check=True).stdout)
+    j = orjson.loads(
+        subprocess.run(
+            [sys.executable, "-m", "infermeter", "report", str(tmp_path / "ends"), "--json"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
     assert j["itl_ms"]["p99"] == pytest.approx(full["itl_ms"]["p99"])
+
+
+def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path):
+    runs = []
+    for name in ("continuous", "chunked_prefill"):
+        run = tmp_path / name
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "infermeter",
+                "sim",
+                "--scheduler",
+                name,
+                "--requests",
+                "1500",
+                "--rate",
+                "20",
+                "--seed",
+                "1",
+                "--out",
+                str(run),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert p.returncode == 0, p.stderr
+        assert "Simulated engine (seeds/004 metrics)" in p.stdout and f"run directory: {run}" in p.stdout
+        runs.append(run)
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", "report", *map(str, runs)], capture_output=True, text=True, check=True
+    )
+    assert "Run comparison" in p.stdout
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("| ITL P99"))
+    cont, chunk = (float(c.strip().split()[0]) for c in line.split("|")[2:4])
+    assert chunk < 0.5 * cont
+
+
+def test_sim_cli_rejects_bad_options(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", "sim", "--scheduler", "fifo", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 2 and "--scheduler must be one of" in p.stderr and "Traceback" not in p.stderr

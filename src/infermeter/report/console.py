@@ -174,3 +174,31 @@ def sim_table(summary: dict[str, Any]) -> str:
         ["Peak KV usage", fmt_pct(s["peak_kv_usage"])],
     ]
     return grid(["Metric", "Value"], rows, "Simulated engine (seeds/004 metrics)")
+
+
+def comparison_table(named: list[tuple[str, dict[str, Any]]]) -> str:
+    """Key metrics of several runs side by side (one column per run)."""
+
+    def ms(block: str, key: str) -> list[str]:
+        return [fmt_ms(s[block][key]) for _, s in named]
+
+    rows = [
+        ["Requests (ok)", *[f"{s['requests']['total']} ({s['requests']['ok']})" for _, s in named]],
+        ["Output throughput", *[f"{s['throughput']['output_tok_s']:.1f} tok/s" for _, s in named]],
+        ["Request throughput", *[f"{s['throughput']['req_s']:.3f} req/s" for _, s in named]],
+        ["TTFT P50", *ms("ttft_ms", "p50")],
+        ["TTFT P99", *ms("ttft_ms", "p99")],
+        ["ITL P50", *ms("itl_ms", "p50")],
+        ["ITL P99", *ms("itl_ms", "p99")],
+        ["TPOT P50", *ms("tpot_ms", "p50")],
+        ["TPOT P99", *ms("tpot_ms", "p99")],
+        ["E2E P99", *ms("e2e_ms", "p99")],
+    ]
+    if all("sim" in s for _, s in named):
+        rows += [
+            ["Scheduler", *[s["sim"]["scheduler"] for _, s in named]],
+            ["GPU utilization", *[fmt_pct(s["sim"]["gpu_utilization"]) for _, s in named]],
+            ["Average batch size", *[f"{s['sim']['avg_batch_size']:.1f}" for _, s in named]],
+            ["Preemptions", *[str(s["sim"]["preemptions"]) for _, s in named]],
+        ]
+    return grid(["Metric", *[name for name, _ in named]], rows, "Run comparison")

@@ -17,7 +17,7 @@ from infermeter.sim.simulator import SimOutcome
 
 MS = 1000.0
 TokenTimes = Literal["auto", "full", "endpoints"]
-DEFAULT_TOKEN_LIMIT = 40_000_000  # above this many tokens, `auto` records endpoints only (~1 GB of times)
+DEFAULT_TOKEN_LIMIT = 25_000_000  # above this many tokens, `auto` records endpoints only (100k requests fit)
 
 
 def _list_array(r: Ragged, dtype: pa.DataType) -> pa.ListArray:
