@@ -205,3 +205,39 @@ def test_sim_cli_rejects_bad_options(tmp_path):
         check=False,
     )
     assert p.returncode == 2 and "--scheduler must be one of" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sim_replays_a_burstgpt_trace_with_rps_scaling(tmp_path):
+    rng = np.random.default_rng(0)
+    ts = np.cumsum(rng.exponential(4.0, 300))  # ~0.25 req/s, as BurstGPT's base rate
+    lines = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]
+    lines += [f"{t:.3f},ChatGPT,{rng.integers(20, 800)},{rng.integers(1, 300)},0,Conversation log" for t in ts]
+    trace = tmp_path / "burst.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "sim",
+            "--trace",
+            str(trace),
+            "--rps-scale",
+            "100",
+            "--requests",
+            "300",
+            "--scheduler",
+            "multi_bin_dynamic",
+            "--out",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    cols = RecordColumns.from_table(read_records(run))
+    # arrivals replay the trace compressed 100x
+    np.testing.assert_allclose(cols.submitted_at, (ts - ts[0]) / 100, atol=1e-3)
+    assert set(cols.request_class.tolist()) == {"ChatGPT"}
