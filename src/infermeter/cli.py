@@ -340,11 +340,135 @@ def calibrate(
     )
 
 
+def _run_async(coro):  # type: ignore[no-untyped-def]
+    """Run a coroutine on uvloop when available (3-5x the SSE events/s of the default loop)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        import asyncio
+
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 @app.command()
-def run() -> None:
-    """Benchmark a server (live runs arrive with the load-generation issue)."""
-    print("infermeter run: live and emulated benchmark runs arrive with the load-generation work.")
-    print("Available now: `infermeter workload NAME` to draw a workload, `infermeter report RUN_DIR` to summarize.")
+def run(
+    url: Annotated[
+        str | None, typer.Option(help="server base URL; without it the embedded emulator is benchmarked")
+    ] = None,
+    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
+    workload: Annotated[str | None, typer.Option(help="standard workload name or YAML/JSON file")] = None,
+    input_tokens: Annotated[int | None, typer.Option(min=1, help="fixed prompt length (with --output-tokens)")] = None,
+    output_tokens: Annotated[int | None, typer.Option(min=1, help="fixed output length (with --input-tokens)")] = None,
+    requests: Annotated[int | None, typer.Option("--requests", "-n", min=1, help="requests to measure")] = None,
+    duration: Annotated[float | None, typer.Option(min=0.001, help="stop sending after this many seconds")] = None,
+    rate: Annotated[float | None, typer.Option(help="open loop: requests per second")] = None,
+    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
+    burstiness: Annotated[float, typer.Option(help="gamma shape: 1 is Poisson, below 1 burstier")] = 1.0,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="closed loop: requests kept in flight")] = None,
+    barrier: Annotated[bool, typer.Option(help="closed loop: release the first C requests together")] = False,
+    warmup: Annotated[str, typer.Option(help="auto (>= 100 requests and 10,000 tokens), N requests, or off")] = "auto",
+    seed: Annotated[int, typer.Option(help="workload seed (recorded)")] = 42,
+    slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms")] = None,
+    out: Annotated[Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)")] = None,
+    timeout: Annotated[float, typer.Option(help="total seconds allowed per request")] = 900.0,
+    first_token_timeout: Annotated[float, typer.Option(help="seconds allowed until the first token")] = 120.0,
+    emulator_config: Annotated[Path | None, typer.Option(help="emulator config YAML/JSON (runs without --url)")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="emulator scheduler (runs without --url)")] = None,
+    progress: Annotated[bool, typer.Option(help="show live progress")] = True,
+) -> None:
+    """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report."""
+    import time as _time
+
+    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+    from infermeter.emulator.process import running_emulator
+    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.report.console import minimum_report
+
+    if api not in ("completions", "chat"):
+        raise UserError(f"--api must be completions or chat, got '{api}'")
+    if rate is not None and concurrency is not None:
+        raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
+    if arrival not in ArrivalKind.__args__ or arrival == "trace":  # type: ignore[attr-defined]
+        raise UserError(f"--arrival must be poisson, gamma, constant or uniform, got '{arrival}'")
+    if url is None and rate is None and concurrency is None:
+        rate = 20.0  # the demo: the emulator at a moderate open-loop load
+    if url is not None and rate is None and concurrency is None:
+        raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
+    warm = {"auto": -1, "off": 0}.get(warmup.lower()) if not warmup.isdigit() else int(warmup)
+    if warm is None:
+        raise UserError(f"--warmup must be auto, off or a number of requests, got '{warmup}'")
+    if workload is None and input_tokens is None and output_tokens is None:
+        workload = "synthetic-uniform"
+    if requests is None and duration is None:
+        requests = 300 if url is None else 1000
+    opts = RunOptions(
+        url=url or "",
+        out=out or Path("runs") / _time.strftime("run-%Y%m%d-%H%M%S"),
+        api=api,  # type: ignore[arg-type]
+        model=model or "",
+        workload=workload,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        requests=requests,
+        duration=duration,
+        arrivals=arrival_spec(arrival, rate, burstiness) if rate is not None else None,
+        concurrency=concurrency,
+        barrier=barrier,
+        warmup=warm,
+        seed=seed,
+        slo=parse_slo(slo) if slo else {},
+        first_token_timeout=first_token_timeout,
+        total_timeout=timeout,
+        progress=progress,
+    )
+    if url is not None:
+        run_dir, summary = _run_async(benchmark(opts))
+    else:
+        emu = load_emulator_config(emulator_config) if emulator_config else EmulatorConfig()
+        if scheduler is not None:
+            emu.engine.scheduler = scheduler  # type: ignore[assignment]
+        engine = emu.engine
+        opts.sut = {
+            "emulated": True,
+            "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
+            "software": f"infermeter emulator, scheduler {engine.scheduler}",
+            "boundary": "Model Engine",
+            "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
+            "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
+            if emu.input_filter_ms or emu.output_filter_ms
+            else "none",
+        }
+        err.print("starting the embedded emulator (no --url given)")
+        with running_emulator(emu) as emu_url:
+            opts.url = emu_url
+            run_dir, summary = _run_async(benchmark(opts))
+    print(minimum_report(summary, read_run_info(run_dir)))
+    print(f"\nrun directory: {run_dir}  (full tables: infermeter report {run_dir})")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to bind (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port; 0 picks a free one")] = 8000,
+    scheduler: Annotated[str | None, typer.Option(help="engine scheduler")] = None,
+    config: Annotated[Path | None, typer.Option(help="emulator config YAML/JSON")] = None,
+) -> None:
+    """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
+    import contextlib
+
+    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+    from infermeter.emulator.server import serve as serve_forever
+    from infermeter.engine.config import SCHEDULERS
+
+    emu = load_emulator_config(config) if config else EmulatorConfig()
+    if scheduler is not None:
+        if scheduler not in SCHEDULERS:
+            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
+        emu.engine.scheduler = scheduler  # type: ignore[assignment]
+    with contextlib.suppress(KeyboardInterrupt):
+        _run_async(serve_forever(emu, host, port))
 
 
 def main() -> None:

@@ -251,3 +251,17 @@ def write_records(run_dir: Path, info: RunInfo, records: list[RequestRecord] | p
             for r in records:
                 writer.append(r)
     return read_records(run_dir)
+
+
+class RunClock:
+    """The run's one monotonic clock: seconds since the run started (time.perf_counter, CLOCK_MONOTONIC)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.wall0 = time.time()
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def at(self, perf_counter_value: float) -> float:
+        return perf_counter_value - self.t0

@@ -88,10 +88,11 @@ class EngineCore:
     # ----- memory helpers for iteration schedulers
 
     def admit(self, req: EngineRequest, first_chunk: int) -> bool:
-        if not self.memory.allocate(blocks_for(first_chunk, self.memory.block_size)):
+        blocks = blocks_for(req.cached + first_chunk, self.memory.block_size)
+        if not self.memory.allocate(blocks):
             return False
-        req.blocks = blocks_for(first_chunk, self.memory.block_size)
-        req.kv = 0
+        req.blocks = blocks
+        req.kv = req.cached
         req.prefilled = 0
         req.admitted = self._admissions
         self._admissions += 1
@@ -116,6 +117,7 @@ class EngineCore:
         req.blocks = 0
         req.kv = 0
         req.prefilled = 0
+        req.cached = 0  # recompute from scratch
         req.prefill_target = req.prompt + req.generated
         req.preemptions += 1
         self.preemptions += 1

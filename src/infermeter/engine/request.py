@@ -21,9 +21,10 @@ class EngineRequest:
     first_scheduled: float = -1.0
     preemptions: int = 0
     admitted: int = -1  # admission order, for preemption victims (latest admitted goes first)
+    cached: int = 0  # leading prompt tokens found in a prefix cache: held in KV, never prefilled
 
     def __post_init__(self) -> None:
-        self.prefill_target = self.prompt
+        self.prefill_target = self.prompt - self.cached
 
     @property
     def total_len(self) -> int:

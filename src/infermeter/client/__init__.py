@@ -1,0 +1,5 @@
+"""Backends: OpenAI-compatible completions and chat over SSE."""
+
+from infermeter.client.openai import ClientConfig, OpenAIClient, PreparedRequest
+
+__all__ = ["ClientConfig", "OpenAIClient", "PreparedRequest"]

@@ -1,0 +1,42 @@
+"""Emulator configuration: the engine model plus the knobs the methodology tests turn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infermeter.engine.config import EngineConfig
+from infermeter.errors import UserError
+
+
+class EmulatorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = "infermeter-emulator"
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    speed: float = Field(default=1.0, gt=0, description="run the engine this many times faster than its model")
+    prefix_caching: bool = True
+    max_model_len: int = Field(default=131072, gt=0)
+    input_filter_ms: float = Field(default=0.0, ge=0, description="guardrail before the engine (adds to TTFT)")
+    output_filter_ms: float = Field(default=0.0, ge=0, description="guardrail delay on every streamed event")
+    error_rate: float = Field(default=0.0, ge=0, le=1, description="share of requests answered with HTTP 500")
+    stall_rate: float = Field(default=0.0, ge=0, le=1, description="share of streams that pause once")
+    stall_s: float = Field(default=1.0, ge=0)
+    drop_rate: float = Field(default=0.0, ge=0, le=1, description="share of streams cut off mid-way")
+    seed: int = 0
+
+
+def load_emulator_config(path: Path) -> EmulatorConfig:
+    if not path.is_file():
+        raise UserError(f"emulator config {path} does not exist")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return EmulatorConfig.model_validate(data or {})
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"emulator config {path} is not valid: {str(exc).splitlines()[0]}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"emulator config {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None

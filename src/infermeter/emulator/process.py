@@ -1,0 +1,58 @@
+"""Start the emulator in its own process (its own core) on a free loopback port, and stop it afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.errors import UserError
+
+ANNOUNCE = "infermeter emulator listening on "
+
+
+@contextlib.contextmanager
+def running_emulator(config: EmulatorConfig | None = None, timeout_s: float = 30.0) -> Iterator[str]:
+    """Yield the base URL of a freshly started emulator; the process ends when the block does."""
+    config = config or EmulatorConfig()
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg_path = Path(tmp) / "emulator.json"
+        cfg_path.write_text(config.model_dump_json())
+        cmd = [sys.executable, "-m", "infermeter", "serve", "--port", "0", "--config", str(cfg_path)]
+        log = (Path(tmp) / "stderr.log").open("w")
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        try:
+            yield _wait_for_url(proc, timeout_s, Path(tmp) / "stderr.log")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def _wait_for_url(proc: subprocess.Popen[str], timeout_s: float, stderr_log: Path) -> str:
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            lines = stderr_log.read_text().strip().splitlines()
+            raise UserError(f"the emulator exited before serving: {lines[-1] if lines else proc.returncode}")
+        if sel.select(timeout=0.2):
+            line = proc.stdout.readline()
+            if line.startswith(ANNOUNCE):
+                return line[len(ANNOUNCE) :].strip()
+    raise UserError(f"the emulator did not start within {timeout_s:g} s")

@@ -1,0 +1,400 @@
+"""OpenAI-compatible HTTP server over the real-clock engine: /v1/completions, /v1/chat/completions, /v1/models,
+/health, /tokenize and a Prometheus /metrics with vLLM's metric names.
+
+Every emitted token is one SSE event.  The final event carries usage and, under "infermeter", the server's own
+emission time of each token as seconds after the request arrived (infermeter's ITL option C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import orjson
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from infermeter import __version__
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.emulator.engine_loop import Handle, RealClockEngine, count_chat, prompt_words
+from infermeter.emulator.prefix_cache import PrefixCache
+
+WORDS = (
+    "the",
+    "model",
+    "streams",
+    "tokens",
+    "at",
+    "a",
+    "steady",
+    "pace",
+    "while",
+    "batches",
+    "form",
+    "and",
+    "drain",
+    "under",
+    "load",
+    "from",
+    "many",
+    "clients",
+    "across",
+    "time",
+)
+LATENCY_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+
+
+class _EngineGauges:
+    """Collector for the engine's live state, read at scrape time."""
+
+    def __init__(self, engine: RealClockEngine, model: str) -> None:
+        self.engine = engine
+        self.model = model
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        labels = ["model_name"]
+        for name, doc, value in (
+            ("vllm:num_requests_running", "Requests in the running batch.", self.engine.running),
+            ("vllm:num_requests_waiting", "Requests waiting to be scheduled.", self.engine.waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage, 1 means 100 percent.", self.engine.core.memory.usage),
+        ):
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            g.add_metric([self.model], value)
+            yield g
+
+
+class Emulator:
+    """The aiohttp application and everything it serves."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.engine: RealClockEngine | None = None
+        self.cache = (
+            PrefixCache(config.engine.capacity() // config.engine.block_size, config.engine.block_size)
+            if config.prefix_caching
+            else None
+        )
+        self.rng = np.random.default_rng(config.seed)
+        self.registry = CollectorRegistry()
+        lbl = ["model_name"]
+        m = config.model
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Time to first token.",
+            lbl,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        ).labels(m)
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds",
+            "Inter-token latency.",
+            lbl,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        ).labels(m)
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds",
+            "End-to-end request latency.",
+            lbl,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        ).labels(m)
+        self.prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Prefill tokens processed.", lbl, registry=self.registry
+        ).labels(m)
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Generation tokens processed.", lbl, registry=self.registry
+        ).labels(m)
+        self.requests_ok = Counter("vllm:request_success", "Finished requests.", lbl, registry=self.registry).labels(m)
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries", "Prefix-cache tokens queried.", lbl, registry=self.registry
+        ).labels(m)
+        self.prefix_hits = Counter(
+            "vllm:prefix_cache_hits", "Prefix-cache tokens hit.", lbl, registry=self.registry
+        ).labels(m)
+        self._preemptions_seen = 0
+        self.preemptions = Counter(
+            "vllm:num_preemptions", "Preemptions (recompute).", lbl, registry=self.registry
+        ).labels(m)
+
+    # ----- app wiring
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.on_startup.append(self._startup)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    async def _startup(self, app: web.Application) -> None:
+        self.engine = RealClockEngine(self.config)
+        self.engine.start()
+        self.registry.register(_EngineGauges(self.engine, self.config.model))
+
+    async def _cleanup(self, app: web.Application) -> None:
+        if self.engine is not None:
+            await self.engine.stop()
+
+    # ----- simple endpoints
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def models(self, request: web.Request) -> web.Response:
+        data = {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.config.model,
+                    "object": "model",
+                    "owned_by": "infermeter",
+                    "max_model_len": self.config.max_model_len,
+                    "infermeter_version": __version__,
+                }
+            ],
+        }
+        return web.json_response(data, dumps=lambda o: orjson.dumps(o).decode())
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        assert self.engine is not None
+        new = self.engine.core.preemptions - self._preemptions_seen
+        if new > 0:
+            self.preemptions.inc(new)
+            self._preemptions_seen += new
+        return web.Response(body=generate_latest(self.registry), content_type="text/plain", charset="utf-8")
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        words = count_chat(body["messages"]) if "messages" in body else prompt_words(str(body.get("prompt", "")))
+        return web.json_response(
+            {"count": len(words), "max_model_len": self.config.max_model_len, "tokens": list(range(len(words)))}
+        )
+
+    # ----- generation
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._json(request)
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list):
+            prompt = prompt[0] if prompt and isinstance(prompt[0], str) else " ".join(map(str, prompt))
+        return await self._generate(request, body, prompt_words(str(prompt)), chat=False)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await self._json(request)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _bad_request("'messages' must be a non-empty list")
+        return await self._generate(request, body, count_chat(messages), chat=True)
+
+    async def _json(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            raise _bad_request("request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise _bad_request("request body must be a JSON object")
+        return body
+
+    async def _generate(
+        self, request: web.Request, body: dict[str, Any], words: list[str], chat: bool
+    ) -> web.StreamResponse:
+        assert self.engine is not None
+        received = time.perf_counter()
+        cfg = self.config
+        try:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        except (TypeError, ValueError):
+            raise _bad_request("max_tokens must be an integer") from None
+        if len(words) + max_tokens > cfg.max_model_len:
+            raise _bad_request(
+                f"prompt ({len(words)}) + max_tokens ({max_tokens}) exceeds max_model_len {cfg.max_model_len}"
+            )
+        faults = self.rng.random(3)
+        if faults[0] < cfg.error_rate:
+            return web.json_response(
+                {"error": {"message": "injected failure (error_rate)", "type": "server_error", "code": 500}}, status=500
+            )
+        cached = self.cache.lookup_and_insert(words) if self.cache is not None else 0
+        if self.cache is not None:
+            self.prefix_queries.inc(len(words))
+            self.prefix_hits.inc(cached)
+        if cfg.input_filter_ms:
+            await asyncio.sleep(cfg.input_filter_ms / 1000)
+        handle = self.engine.submit(len(words), max_tokens, cached)
+        if isinstance(handle, str):
+            raise _bad_request(handle)
+        self.prompt_tokens.inc(len(words) - cached)
+        stall_at = int(self.rng.integers(0, max_tokens)) if faults[1] < cfg.stall_rate else -1
+        drop_at = int(self.rng.integers(0, max_tokens)) if faults[2] < cfg.drop_rate else -1
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+        if not body.get("stream", False):
+            return await self._whole(handle, rid, chat, len(words), received)
+        return await self._stream(request, body, handle, rid, chat, len(words), received, stall_at, drop_at)
+
+    async def _whole(self, handle: Handle, rid: str, chat: bool, prompt: int, received: float) -> web.Response:
+        times = []
+        while (t := await handle.queue.get()) is not None:
+            times.append(t)
+        self._account(times, received)
+        text = "".join(_word(i) for i in range(len(times)))
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+        return web.json_response(
+            {
+                "id": rid,
+                "object": "chat.completion" if chat else "text_completion",
+                "model": self.config.model,
+                "choices": [choice],
+                "usage": _usage(prompt, len(times)),
+            }
+        )
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        handle: Handle,
+        rid: str,
+        chat: bool,
+        prompt: int,
+        received: float,
+        stall_at: int,
+        drop_at: int,
+    ) -> web.StreamResponse:
+        assert self.engine is not None
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        created = int(time.time())
+        model = self.config.model
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        delay = self.config.output_filter_ms / 1000
+        times: list[float] = []
+        try:
+            if chat:
+                await resp.write(
+                    _event(
+                        {
+                            "id": rid,
+                            "object": obj,
+                            "created": created,
+                            "model": model,
+                            "choices": [
+                                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                            ],
+                        }
+                    )
+                )
+            while (t := await handle.queue.get()) is not None:
+                k = len(times)
+                times.append(t)
+                if k == drop_at:
+                    self.engine.abandon(handle)
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
+                if k == stall_at:
+                    await asyncio.sleep(self.config.stall_s)
+                if delay:
+                    wait = t + delay - time.perf_counter()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                piece = _word(k)
+                choice: dict[str, Any] = {"index": 0, "finish_reason": None}
+                choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+                await resp.write(
+                    _event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
+                )
+            self._account(times, received)
+            final: dict[str, Any] = {
+                "id": rid,
+                "object": obj,
+                "created": created,
+                "model": model,
+                "choices": [],
+                "infermeter": {
+                    "server_token_times": [round(t - received, 6) for t in times],
+                    "cached_tokens": handle.req.cached,
+                },
+            }
+            if (body.get("stream_options") or {}).get("include_usage"):
+                final["usage"] = _usage(prompt, len(times))
+            await resp.write(_event(final))
+            await resp.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.engine.abandon(handle)
+            raise
+        return resp
+
+    def _account(self, times: list[float], received: float) -> None:
+        if not times:
+            return
+        self.ttft.observe(times[0] - received)
+        for a, b in itertools.pairwise(times):
+            self.itl.observe(b - a)
+        self.e2e.observe(times[-1] - received)
+        self.generation_tokens.inc(len(times))
+        self.requests_ok.inc()
+
+
+def _word(k: int) -> str:
+    return " " + WORDS[k % len(WORDS)]
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _bad_request(message: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(
+        text=orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "code": 400}}).decode(),
+        content_type="application/json",
+    )
+
+
+async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 8000, announce: bool = True) -> None:
+    """Run until cancelled; prints the bound URL first (port 0 picks a free port)."""
+    runner = web.AppRunner(Emulator(config).app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    if announce:
+        print(f"infermeter emulator listening on http://{host}:{bound}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,162 @@
+"""The load driver: open loop at absolute scheduled times (draft 4.2.3, 4.2.5) or closed loop (4.2.4).
+
+Open loop computes every send time up front and never waits on a response before the next send: each request
+is its own task.  Closed loop keeps C requests in flight, sending the next the moment one finishes; an optional
+barrier releases the first C together (seeds/003's simultaneous start).  Both stop on a request count, a
+duration, or a stop event (Ctrl-C), then give in-flight requests a grace period before cancelling them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infermeter.client.openai import OpenAIClient, PreparedRequest
+from infermeter.records import RequestRecord
+
+
+@dataclass
+class LoadPattern:
+    """Open loop when `offsets` is given (seconds from start), closed loop with `concurrency` otherwise."""
+
+    offsets: np.ndarray | None = None
+    concurrency: int | None = None
+    duration: float | None = None
+    barrier: bool = False
+
+    def describe(self) -> str:
+        bound = f", stopping after {self.duration:g} s" if self.duration else ""
+        if self.offsets is not None:
+            return f"open-loop, {len(self.offsets)} scheduled sends{bound}"
+        start = ", simultaneous start" if self.barrier else ""
+        return f"closed-loop, concurrency {self.concurrency}{start}{bound}"
+
+
+@dataclass
+class LiveStats:
+    """What the progress display shows while a run goes on."""
+
+    sent: int = 0
+    done: int = 0
+    failed: int = 0
+    ttfts: list[float] = field(default_factory=list)
+    stopping: bool = False
+
+    @property
+    def in_flight(self) -> int:
+        return self.sent - self.done
+
+    def ttft_p50_ms(self) -> float | None:
+        recent = self.ttfts[-500:]
+        return float(np.median(recent)) * 1000 if recent else None
+
+    def record(self, rec: RequestRecord) -> None:
+        self.done += 1
+        if rec.status != "ok":
+            self.failed += 1
+        elif rec.token_times:
+            self.ttfts.append(rec.token_times[0] - rec.submitted_at)
+
+
+async def drive(
+    client: OpenAIClient,
+    requests: Sequence[PreparedRequest],
+    pattern: LoadPattern,
+    sink: Callable[[RequestRecord], None],
+    stats: LiveStats | None = None,
+    stop: asyncio.Event | None = None,
+    grace_s: float = 30.0,
+    lead_s: float = 0.02,
+    hard_stop: asyncio.Event | None = None,
+) -> None:
+    """Send the requests under the pattern; every request that was sent reaches `sink` as one record."""
+    stats = stats or LiveStats()
+    stop = stop or asyncio.Event()
+    clock = client.clock
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(req: PreparedRequest, scheduled_at: float) -> None:
+        stats.sent += 1
+        rec = await client.send(req, scheduled_at)
+        stats.record(rec)
+        sink(rec)
+
+    t_start = clock.now() + lead_s
+    if pattern.offsets is not None:
+        for req, offset in zip(requests, pattern.offsets, strict=False):
+            if stop.is_set() or (pattern.duration is not None and offset > pattern.duration):
+                break
+            target = t_start + float(offset)
+            delay = target - clock.now()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), delay)
+                    break  # stop was set while waiting
+                except TimeoutError:
+                    pass
+            task = asyncio.create_task(one(req, target))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    else:
+        assert pattern.concurrency is not None and pattern.concurrency > 0
+        queue = iter(requests)
+        gate = asyncio.Event()
+        deadline = t_start + pattern.duration if pattern.duration is not None else None
+
+        async def worker() -> None:
+            if pattern.barrier:
+                await gate.wait()
+            for req in queue:
+                now = clock.now()
+                if stop.is_set() or (deadline is not None and now >= deadline):
+                    return
+                await one(req, now)
+
+        workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
+        for w in workers:
+            tasks.add(w)
+            w.add_done_callback(tasks.discard)
+        await asyncio.sleep(max(t_start - clock.now(), 0))
+        gate.set()
+        # wait for the workers to run out of requests, or for a stop
+        waiter = asyncio.create_task(stop.wait())
+        running = set(workers)
+        while running and not stop.is_set():
+            done, _ = await asyncio.wait(running | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+            running -= done
+        waiter.cancel()
+    await finish_in_flight(tasks, stop, grace_s, stats, hard_stop or asyncio.Event())
+
+
+async def finish_in_flight(
+    tasks: set[asyncio.Task[None]], stop: asyncio.Event, grace_s: float, stats: LiveStats, hard_stop: asyncio.Event
+) -> None:
+    """Let in-flight requests finish; after a stop, give them grace_s (or until hard_stop), then cancel them
+    (their records say "cancelled")."""
+    pending = set(tasks)
+    if not pending:
+        return
+    if not stop.is_set():
+        stopper = asyncio.create_task(stop.wait())
+        while pending and not stop.is_set():
+            done, _ = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+        stopper.cancel()
+    if pending:
+        stats.stopping = True
+        hard = asyncio.create_task(hard_stop.wait())
+        deadline = asyncio.get_running_loop().time() + grace_s
+        while pending and not hard_stop.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            done, _ = await asyncio.wait(pending | {hard}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+        hard.cancel()
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)

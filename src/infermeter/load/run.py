@@ -1,0 +1,322 @@
+"""One benchmark run end to end: workload -> prompts -> warm-up -> load -> run directory -> summary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from infermeter.client.openai import Api, ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.prompts import build_prompt
+from infermeter.errors import UserError
+from infermeter.load.driver import LiveStats, LoadPattern, drive
+from infermeter.metrics import RecordColumns, summarize
+from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, write_run_info, write_summary
+from infermeter.workload.arrivals import ArrivalSpec
+from infermeter.workload.build import build_requests
+from infermeter.workload.spec import Requests
+
+WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
+WARMUP_MIN_TOKENS = 10_000
+PROBE_INPUT, PROBE_OUTPUT = 32, 16
+PROBE_STABLE = 0.10  # 4.5.2: less than 10% variation across consecutive probes
+
+
+@dataclass
+class RunOptions:
+    url: str
+    out: Path
+    api: Api = "completions"
+    model: str = ""
+    workload: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    duration: float | None = None
+    arrivals: ArrivalSpec | None = None
+    concurrency: int | None = None
+    barrier: bool = False
+    warmup: int | None = -1  # -1: the draft's rule; 0 / None: off; N: exactly N requests
+    seed: int = 42
+    slo: dict[str, float] = field(default_factory=dict)
+    grace_s: float = 30.0
+    connect_timeout: float = 10.0
+    first_token_timeout: float = 120.0
+    total_timeout: float = 900.0
+    ignore_eos: bool = True
+    sut: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+    def request_count(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        if self.duration is None:
+            return 1000
+        if self.arrivals is not None and self.arrivals.rate is not None:
+            return int(self.arrivals.rate * self.duration * 1.2) + 100
+        return 100_000  # closed loop bounded by time: more than it can send
+
+
+def prepared(requests: Requests, seed: int, id_offset: int = 0) -> Iterator[PreparedRequest]:
+    """Prompts built lazily, one per request, as the driver asks for them."""
+    for i in range(len(requests)):
+        yield PreparedRequest(
+            request_id=id_offset + i,
+            prompt=build_prompt(
+                id_offset + i,
+                int(requests.input_tokens[i]),
+                int(requests.prefix_id[i]),
+                int(requests.prefix_tokens[i]),
+                seed,
+            ),
+            input_tokens=int(requests.input_tokens[i]),
+            max_tokens=int(requests.output_tokens[i]),
+            request_class=str(requests.request_class[i]),
+        )
+
+
+async def discover_model(url: str) -> str:
+    """The first model the server lists, for runs that do not name one."""
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            s.get(url.rstrip("/") + "/v1/models") as r,
+        ):
+            data = orjson.loads(await r.read())
+            return str(data["data"][0]["id"])
+    except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, orjson.JSONDecodeError, TypeError) as exc:
+        raise UserError(f"could not list models at {url}/v1/models ({type(exc).__name__}): give --model") from None
+
+
+async def _probe(client: OpenAIClient, n: int) -> float | None:
+    rec = await client.send(
+        PreparedRequest(2 * 10**9 + n, build_prompt(2 * 10**9 + n, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
+    )
+    if rec.status != "ok" or not rec.token_times:
+        return None
+    return rec.token_times[-1] - rec.submitted_at
+
+
+async def warm_up(client: OpenAIClient, opts: RunOptions, pattern: LoadPattern, stats: LiveStats) -> dict[str, Any]:
+    """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
+    stable.  Nothing of it reaches the records."""
+    t0 = time.perf_counter()
+    before = await _probe(client, 0)
+    if opts.warmup == -1:
+        n = WARMUP_MIN_REQUESTS
+        reqs, _ = _workload(opts, n, opts.seed + 1)
+        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < 100_000:
+            n *= 2
+            reqs, _ = _workload(opts, n, opts.seed + 1)
+        mean_out = max(float(reqs.output_tokens.mean()), 1.0)
+        n = max(WARMUP_MIN_REQUESTS, int(np.ceil(WARMUP_MIN_TOKENS / mean_out)))
+        reqs = _slice(reqs, n)
+    else:
+        reqs, _ = _workload(opts, int(opts.warmup or 0), opts.seed + 1)
+    warm_pattern = LoadPattern(
+        offsets=reqs.arrival_s if pattern.offsets is not None else None,
+        concurrency=pattern.concurrency,
+        barrier=False,
+    )
+    records: list[RequestRecord] = []
+    await drive(client, list(prepared(reqs, opts.seed + 1, id_offset=10**9)), warm_pattern, records.append, stats)
+    probes: list[float] = []
+    for k in range(1, 11):
+        p = await _probe(client, k)
+        if p is not None:
+            probes.append(p)
+        last = probes[-3:]
+        if len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last):
+            break
+    last = probes[-3:]
+    return {
+        "done": True,
+        "requests": len(records),
+        "failed": sum(r.status != "ok" for r in records),
+        "output_tokens": sum(len(r.token_times) for r in records),
+        "queue_drained": True,
+        "probe_before_s": before,
+        "probes_after_s": probes,
+        "stable": len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _workload(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[str, Any]]:
+    return build_requests(
+        n,
+        seed,
+        workload=opts.workload,
+        input_tokens=opts.input_tokens,
+        output_tokens=opts.output_tokens,
+        arrivals=opts.arrivals,
+    )
+
+
+def _slice(r: Requests, n: int) -> Requests:
+    return Requests(
+        r.request_class[:n],
+        r.input_tokens[:n],
+        r.output_tokens[:n],
+        r.prefix_id[:n],
+        r.prefix_tokens[:n],
+        r.arrival_s[:n] if len(r.arrival_s) else r.arrival_s,
+    )
+
+
+def choose_itl_option(cols: RecordColumns) -> str:
+    """Draft B.2.1: server times when every successful stream has them (C); single-token chunks dominating
+    (> 90%) make direct timing exact (B); otherwise time between chunks (A)."""
+    ok = cols.ok & (cols.tokens.lengths > 0)
+    if ok.any() and np.all(cols.has_server[ok] & (cols.server.lengths[ok] == cols.tokens.lengths[ok])):
+        return "C"
+    per_chunk = cols.chunk_tokens.values[cols.chunk_tokens.values > 0]
+    return "B" if len(per_chunk) == 0 or np.mean(per_chunk == 1) > 0.9 else "A"
+
+
+class _Display:
+    """Rich progress: sent, in flight, done, failed, live TTFT p50."""
+
+    def __init__(self, stats: LiveStats, total: int, enabled: bool, label: str) -> None:
+        self.stats, self.total, self.enabled, self.label = stats, total, enabled, label
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _Display:
+        if self.enabled:
+            self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        cols = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*cols, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(self.label, total=self.total, info="")
+            while True:
+                s = self.stats
+                p50 = s.ttft_p50_ms()
+                info = (
+                    f"sent {s.sent}  in flight {s.in_flight}  failed {s.failed}  "
+                    f"TTFT p50 {'-' if p50 is None else f'{p50:.0f} ms'}"
+                    + ("  stopping (Ctrl-C again cancels in-flight)" if s.stopping else "")
+                )
+                bar.update(task, completed=s.done, info=info)
+                await asyncio.sleep(0.25)
+
+
+async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
+    """Run the benchmark; returns the run directory and its summary.  Ctrl-C stops sending and keeps all."""
+    clock = RunClock()
+    n = opts.request_count()
+    reqs, declaration = _workload(opts, n, opts.seed)
+    if opts.concurrency is None and opts.arrivals is None:
+        raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
+    pattern = LoadPattern(
+        offsets=reqs.arrival_s if opts.arrivals is not None else None,
+        concurrency=opts.concurrency,
+        duration=opts.duration,
+        barrier=opts.barrier,
+    )
+    model = opts.model or await discover_model(opts.url)
+    cfg = ClientConfig(
+        opts.url,
+        opts.api,
+        model,
+        connect_timeout=opts.connect_timeout,
+        first_token_timeout=opts.first_token_timeout,
+        total_timeout=opts.total_timeout,
+        ignore_eos=opts.ignore_eos,
+    )
+    client = OpenAIClient(cfg, clock)
+    stop, hard_stop = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        (hard_stop if stop.is_set() else stop).set()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        warm: dict[str, Any] = {"done": False, "note": "warm-up skipped (--warmup off): cold start measured"}
+        if opts.warmup:
+            warm_stats = LiveStats()
+            async with _Display(warm_stats, 0, opts.progress, "warm-up"):
+                warm = await warm_up(client, opts, pattern, warm_stats)
+        info = RunInfo(
+            kind="emulated" if opts.sut.get("emulated") else "live",
+            sut={"model": model, "url": opts.url, **{k: v for k, v in opts.sut.items() if k != "emulated"}},
+            workload=declaration,
+            load={
+                "description": _describe_load(opts, pattern),
+                "requests": n,
+                "duration_s": opts.duration,
+                "concurrency": opts.concurrency,
+                "barrier": opts.barrier,
+                "arrivals": declaration.get("arrivals"),
+            },
+            tokenizer={
+                "name": "server-reported usage (completion_tokens, prompt_tokens)",
+                "counting_method": "A",
+                "per_event": client.counting,
+                "special_tokens": "as the server counts them",
+            },
+            warmup=warm,
+            slo=opts.slo,
+            client=cfg.declaration(),
+            started_at_clock=clock.now(),
+        )
+        writer = RunWriter(opts.out, info)
+        stats = LiveStats()
+        async with _Display(stats, n, opts.progress, "benchmark"):
+            await drive(
+                client,
+                prepared(reqs, opts.seed),
+                pattern,
+                writer.append,
+                stats,
+                stop,
+                opts.grace_s,
+                hard_stop=hard_stop,
+            )
+        table = writer.close()
+        cols = RecordColumns.from_table(table)
+        info.itl_option = choose_itl_option(cols)  # type: ignore[assignment]
+        if stop.is_set():
+            info.notes.append(f"run stopped by Ctrl-C after {stats.sent} of {n} requests were sent")
+        write_run_info(opts.out, info)
+        summary = summarize(cols, info.itl_option, opts.slo)
+        write_summary(opts.out, summary)
+        return opts.out, summary
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await client.close()
+
+
+def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:
+    if opts.arrivals is not None:
+        text = f"open-loop {opts.arrivals.describe()}"
+    else:
+        text = f"closed-loop concurrency {opts.concurrency}" + (", simultaneous start" if opts.barrier else "")
+    return text + (f", {opts.duration:g} s" if opts.duration else "")
