@@ -227,11 +227,7 @@ class OpenAIClient:
         chat = self.config.api == "chat"
         async for data in resp.content.iter_any():
             now = self.clock.now()
-            try:
-                payloads = parser.feed(data)
-            except SSEError as exc:
-                raise _Failure("error", str(exc)) from None
-            for payload in payloads:
+            for payload in parser.feed(data):
                 if payload == b"[DONE]":
                     stream.done = True
                     continue
@@ -249,6 +245,10 @@ class OpenAIClient:
                     deadline.reschedule(started + self.config.total_timeout)
                     if on_first_token is not None:
                         on_first_token(now)
+            try:
+                parser.check()
+            except SSEError as exc:
+                raise _Failure("error", str(exc)) from None
         if parser.pending.strip():
             raise _Failure("error", f"stream ended mid-line: {parser.pending[:80]!r}")
 

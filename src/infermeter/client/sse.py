@@ -13,10 +13,14 @@ class SSEError(ValueError):
 
 @dataclass
 class SSEParser:
-    """Feed bytes as they arrive; get back the complete `data:` payloads in order."""
+    """Feed bytes as they arrive; get back the complete `data:` payloads in order.
+
+    A malformed line stops parsing: `feed` returns the payloads before it and sets `error`; `check()` raises it.
+    """
 
     _partial: bytes = b""
     lines: int = field(default=0)
+    error: str | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         buf = self._partial + chunk if self._partial else chunk
@@ -32,8 +36,13 @@ class SSEParser:
             if line.startswith(b"data:"):
                 out.append(line[6:] if line[5:6] == b" " else line[5:])
             elif not line.startswith(IGNORED_FIELDS):
-                raise SSEError(f"malformed SSE line: {line[:80]!r}")
+                self.error = f"malformed SSE line: {line[:80]!r}"
+                break
         return out
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise SSEError(self.error)
 
     @property
     def pending(self) -> bytes:

@@ -153,6 +153,3 @@ def count_chat(messages: list[dict[str, object]]) -> list[str]:
             content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         words += [f"<{m.get('role', 'user')}>", *prompt_words(str(content))]
     return words
-
-
-

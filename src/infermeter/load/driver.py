@@ -97,6 +97,8 @@ async def drive(
                     break  # stop was set while waiting
                 except TimeoutError:
                     pass
+            while clock.now() < target:  # timers may fire up to a millisecond early: yield until it is time
+                await asyncio.sleep(0)
             task = asyncio.create_task(one(req, target))
             tasks.add(task)
             task.add_done_callback(tasks.discard)

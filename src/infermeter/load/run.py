@@ -99,7 +99,8 @@ async def discover_model(url: str) -> str:
 
 async def _probe(client: OpenAIClient, n: int) -> float | None:
     rec = await client.send(
-        PreparedRequest(2 * 10**9 + n, build_prompt(2 * 10**9 + n, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
+        PreparedRequest(2 * 10**9 + n, build_prompt(2 * 10**9 + n, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT),
+        client.clock.now(),
     )
     if rec.status != "ok" or not rec.token_times:
         return None
