@@ -63,7 +63,7 @@ class FakeServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
         t0 = time.perf_counter()
-        mode, key = (body["prompt"].split() + ["", ""])[:2]
+        mode, key = ([*body["prompt"].split(), "", ""])[:2]
         if mode == "http500":
             return web.Response(status=500, text="boom: the model is overloaded")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

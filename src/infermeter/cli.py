@@ -441,7 +441,7 @@ def run(
             else "none",
         }
         err.print("starting the embedded emulator (no --url given)")
-        with running_emulator(emu) as emu_url:
+        with running_emulator(emu, pin_cpus=True) as emu_url:
             opts.url = emu_url
             run_dir, summary = _run_async(benchmark(opts))
     print(minimum_report(summary, read_run_info(run_dir)))

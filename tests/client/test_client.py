@@ -71,7 +71,7 @@ def test_sse_parser_handles_split_lines_comments_and_fields():
     ],
 )
 async def test_failure_modes_end_the_record_not_the_run(server, mode, status, reason):
-    client, clock = client_for(server.url, first_token_timeout=0.3, total_timeout=0.5)
+    client, _clock = client_for(server.url, first_token_timeout=0.3, total_timeout=0.5)
     records = []
     # the failing request sits between two good ones: the run goes on and all three are recorded
     reqs = [req(0, "ok x"), req(1, f"{mode} y"), req(2, "ok z")]
