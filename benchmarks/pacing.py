@@ -51,10 +51,14 @@ def main() -> None:
     achieved = (len(sub) - 1) / span
     planned = (len(sched) - 1) / (sched.max() - sched.min())
     print(f"open loop, {args.arrival} {args.rate:g} req/s, {args.requests} requests ({failed} failed)")
-    print(f"  send lag (submitted_at - scheduled_at): p50 {np.percentile(lag_ms, 50):.2f} ms, "
-          f"p99 {np.percentile(lag_ms, 99):.2f} ms, max {lag_ms.max():.2f} ms   (target p99 < 5 ms)")
-    print(f"  achieved send rate {achieved:.1f} req/s vs target {args.rate:g} "
-          f"({100 * (achieved / args.rate - 1):+.2f}%; this draw of the process plans {planned:.1f})   (target +-2%)")
+    print(
+        f"  send lag (submitted_at - scheduled_at): p50 {np.percentile(lag_ms, 50):.2f} ms, "
+        f"p99 {np.percentile(lag_ms, 99):.2f} ms, max {lag_ms.max():.2f} ms   (target p99 < 5 ms)"
+    )
+    print(
+        f"  achieved send rate {achieved:.1f} req/s vs target {args.rate:g} "
+        f"({100 * (achieved / args.rate - 1):+.2f}%; this draw of the process plans {planned:.1f})   (target +-2%)"
+    )
 
 
 if __name__ == "__main__":
