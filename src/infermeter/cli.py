@@ -13,6 +13,7 @@ from rich.console import Console
 
 from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.goodput import parse_slo
 from infermeter.records import SUMMARY, RunInfo, read_records, read_run_info
 from infermeter.report.console import comparison_table, full_report, sim_table
@@ -38,6 +39,12 @@ def report(
         str | None, typer.Option("--itl-option", help="A, B or C; default: the one run.json declares")
     ] = None,
     slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms; default: run.json's")] = None,
+    deadlines: Annotated[
+        str | None,
+        typer.Option(
+            help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]; default: run.json's"
+        ),
+    ] = None,
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated)."""
     if itl_option is not None and itl_option.upper() not in ("A", "B", "C"):
@@ -47,7 +54,9 @@ def report(
         info = read_run_info(run_dir)
         option = (itl_option or info.itl_option).upper()
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)
-        summary = summarize(RecordColumns.from_table(read_records(run_dir)), option, bounds)  # type: ignore[arg-type]
+        spec = deadlines if deadlines is not None else getattr(info, "deadlines", None)
+        cols = RecordColumns.from_table(read_records(run_dir))
+        summary = summarize(cols, option, bounds, parse_deadlines(spec) if spec else None)  # type: ignore[arg-type]
         summary.update(_stored_blocks(run_dir, info))
         results.append((run_dir, info, summary))
     if json:
@@ -76,7 +85,7 @@ def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
         return {}
     keys = ["sim"]
     if getattr(info, "token_times", "full") == "endpoints":
-        keys += ["itl_ms", "jitter_ms", "max_pause_ms", "itl_source"]
+        keys += ["itl_ms", "jitter_ms", "max_pause_ms", "itl_source", "fluidity"]
     return {k: stored[k] for k in keys if k in stored}
 
 
@@ -205,6 +214,7 @@ def sim(
     config: Annotated[Path | None, typer.Option(help="engine config YAML/JSON (any EngineConfig field)")] = None,
     token_times: Annotated[str, typer.Option(help="auto, full or endpoints")] = "auto",
     slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=500ms,tpot=50ms")] = None,
+    deadlines: Annotated[str | None, typer.Option(help="fluidity deadlines: ttft=300ms,tbt=25ms[,target=0.9]")] = None,
     seed: Annotated[int, typer.Option()] = 42,
     out: Annotated[Path, typer.Option(help="run directory to write")] = Path("runs/sim"),
 ) -> None:
@@ -225,7 +235,17 @@ def sim(
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"simulating {cfg.scheduler} x {engines}", total=len(reqs))
         outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
-    summary = write_sim_run(outcome, out, declaration, seed, token_times, slo=bounds)  # type: ignore[arg-type]
+    if deadlines is not None:
+        parse_deadlines(deadlines)
+    summary = write_sim_run(
+        outcome,
+        out,
+        declaration,
+        seed,
+        token_times,
+        slo=bounds,  # type: ignore[arg-type]
+        deadlines=deadlines,
+    )
     info = read_run_info(out)
     print(full_report(summary, info))
     print()
@@ -371,6 +391,9 @@ def run(
     warmup: Annotated[str, typer.Option(help="auto (>= 100 requests and 10,000 tokens), N requests, or off")] = "auto",
     seed: Annotated[int, typer.Option(help="workload seed (recorded)")] = 42,
     slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms")] = None,
+    deadlines: Annotated[
+        str | None, typer.Option(help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)")] = None,
     timeout: Annotated[float, typer.Option(help="total seconds allowed per request")] = 900.0,
     first_token_timeout: Annotated[float, typer.Option(help="seconds allowed until the first token")] = 120.0,
@@ -399,6 +422,8 @@ def run(
     warm = {"auto": -1, "off": 0}.get(warmup.lower()) if not warmup.isdigit() else int(warmup)
     if warm is None:
         raise UserError(f"--warmup must be auto, off or a number of requests, got '{warmup}'")
+    if deadlines is not None:
+        parse_deadlines(deadlines)  # a bad spec fails before anything is sent
     if workload is None and input_tokens is None and output_tokens is None:
         workload = "synthetic-uniform"
     if requests is None and duration is None:

@@ -20,6 +20,7 @@ from infermeter.client.prompts import build_prompt
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, write_run_info, write_summary
 from infermeter.workload.arrivals import ArrivalSpec
 from infermeter.workload.build import build_requests
@@ -55,6 +56,7 @@ class RunOptions:
     ignore_eos: bool = True
     sut: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
+    deadlines: str | None = None
 
     def request_count(self) -> int:
         if self.requests is not None:
@@ -285,6 +287,7 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
             warmup=warm,
             slo=opts.slo,
             client=cfg.declaration(),
+            deadlines=opts.deadlines,
             started_at_clock=clock.now(),
         )
         writer = RunWriter(opts.out, info)
@@ -306,7 +309,9 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         if stop.is_set():
             info.notes.append(f"run stopped by Ctrl-C after {stats.sent} of {n} requests were sent")
         write_run_info(opts.out, info)
-        summary = summarize(cols, info.itl_option, opts.slo)
+        summary = summarize(
+            cols, info.itl_option, opts.slo, parse_deadlines(opts.deadlines) if opts.deadlines else None
+        )
         write_summary(opts.out, summary)
         return opts.out, summary
     finally:

@@ -74,16 +74,18 @@ def itl(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
     token of a chunk carries the chunk's time, so a k-token chunk adds k - 1 zero gaps.  C: gaps between the
     server-reported token times; requests without them fall back to B.
     """
-    if option == "A":
-        source = content_chunks(cols)
-    elif option == "B":
-        source = cols.tokens
-    elif option == "C":
-        use_server = cols.has_server & (cols.server.lengths > 0)
-        source = _merge(cols.server, cols.tokens, use_server)
-    else:
-        raise ValueError(f"ITL option must be A, B or C, got {option!r}")
+    source = content_chunks(cols) if option == "A" else token_times(cols, option)
     return source.keep_requests(cols.ok).diffs()
+
+
+def token_times(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
+    """Every token's time: as received (A and B), or as the server reports it where it does (C)."""
+    if option in ("A", "B"):
+        return cols.tokens
+    if option == "C":
+        use_server = cols.has_server & (cols.server.lengths > 0)
+        return _merge(cols.server, cols.tokens, use_server)
+    raise ValueError(f"ITL option must be A, B or C, got {option!r}")
 
 
 def _merge(primary: Ragged, fallback: Ragged, use_primary: np.ndarray) -> Ragged:

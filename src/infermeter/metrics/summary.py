@@ -9,6 +9,7 @@ import numpy as np
 
 from infermeter.metrics import fairness, latency
 from infermeter.metrics.columns import RecordColumns
+from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
 from infermeter.metrics.statistics import stats
@@ -17,8 +18,14 @@ from infermeter.metrics.throughput import measurement_window, throughput
 MS = 1000.0
 
 
-def summarize(cols: RecordColumns, itl_option: ItlOption = "B", slo: dict[str, float] | None = None) -> dict[str, Any]:
-    """Compute the whole summary; SLO bounds are in seconds (see metrics.goodput.parse_slo)."""
+def summarize(
+    cols: RecordColumns,
+    itl_option: ItlOption = "B",
+    slo: dict[str, float] | None = None,
+    deadlines: Deadlines | None = None,
+) -> dict[str, Any]:
+    """Compute the whole summary; SLO bounds are in seconds (see metrics.goodput.parse_slo).  With deadlines
+    the `fluidity` block is filled (seeds/001), else it is null."""
     ok = cols.ok
     n_ok = int(ok.sum())
     status_counts = Counter(cols.status.tolist())
@@ -49,7 +56,11 @@ def summarize(cols: RecordColumns, itl_option: ItlOption = "B", slo: dict[str, f
         "normalized_latency_ms": stats(norm, MS),
         "throughput": throughput(cols, window),
         "goodput": _goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
-        "fluidity": None,
+        "fluidity": None
+        if deadlines is None
+        else fluidity_block(
+            latency.token_times(cols, itl_option), cols.submitted_at, cols.input_tokens, ok, deadlines, tpot, itl.values
+        ),
         "itl_option": itl_option,
         "jitter_ms": stats(latency.jitter(itl), MS),
         "max_pause_ms": stats(max_pause, MS),

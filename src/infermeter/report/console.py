@@ -153,6 +153,8 @@ def full_report(summary: dict[str, Any], info: RunInfo) -> str:
     parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
     if len(summary["fairness"]["classes"]) > 1:
         parts += [table8_classes(summary), table9_fairness(summary)]
+    if summary.get("fluidity"):
+        parts.append(fluidity_table(summary))
     parts.append(minimum_report(summary, info))
     return "\n\n".join(parts)
 
@@ -202,3 +204,36 @@ def comparison_table(named: list[tuple[str, dict[str, Any]]]) -> str:
             ["Preemptions", *[str(s["sim"]["preemptions"]) for _, s in named]],
         ]
     return grid(["Metric", *[name for name, _ in named]], rows, "Run comparison")
+
+
+def fluidity_table(summary: dict[str, Any]) -> str:
+    """Metron's metrics (seeds/001): fluidity-index and the three token rates side by side."""
+    f = summary["fluidity"]
+    idx = f["index"]
+    ttft = f["ttft_deadline_ms"]
+    ttft_text = "none (decode deadlines only)" if ttft is None else (ttft if isinstance(ttft, str) else fmt_ms(ttft))
+
+    def rate(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1f} tok/s"
+
+    rows = [
+        ["TTFT deadline (D_p)", ttft_text],
+        ["TBT deadline (D_d)", fmt_ms(f["tbt_deadline_ms"])],
+        [
+            "Fluidity-index mean / P50 / min",
+            f"{fmt_num(idx['mean'], 3)} / {fmt_num(idx['p50'], 3)} / {fmt_num(idx['min'], 3)}",
+        ],
+        [f"Requests with fluidity >= {f['target']:g}", fmt_pct(f["share_meeting_target"])],
+        ["Service deadline-miss rate", fmt_pct(f["service_miss_rate"])],
+        [f"Fluid token rate (P99 of min D_d at {f['target']:g})", rate(f["fluid_tok_s"])],
+        ["1 / mean TPOT (too lax)", rate(f["tpot_tok_s"])],
+        ["1 / P99 ITL (too harsh)", rate(f["p99_itl_tok_s"])],
+    ]
+    curve = f["miss_rate_curve"]
+    points = [
+        (ms, r)
+        for ms, r in zip(curve["tbt_ms"], curve["p99_miss_rate"], strict=True)
+        if ms in (5, 10, 15, 20, 25, 30, 40, 50, 75, 100) and r is not None
+    ]
+    rows += [[f"P99 deadline-miss rate at TBT {ms} ms", fmt_pct(r)] for ms, r in points]
+    return grid(["Metric", "Value"], rows, "Fluidity (Metron)")

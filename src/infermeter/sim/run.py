@@ -11,6 +11,7 @@ import pyarrow as pa
 from infermeter import __version__
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
+from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
 from infermeter.sim.simulator import SimOutcome
@@ -118,6 +119,7 @@ def write_sim_run(
     token_times: TokenTimes = "auto",
     token_limit: int = DEFAULT_TOKEN_LIMIT,
     slo: dict[str, float] | None = None,
+    deadlines: str | None = None,
 ) -> dict[str, Any]:
     """Write run.json, records.parquet and summary.json; returns the summary."""
     total_tokens = int(out.emissions.count.sum())
@@ -146,16 +148,20 @@ def write_sim_run(
         slo=slo or {},
         engine=cfg.describe(),
         token_times=mode,
+        deadlines=deadlines,
         notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"],
     )
     table = records_table(out, mode)
     with RunWriter(run_dir, info) as writer:
         writer.extend(table)
     cols = RecordColumns.from_table(table)
-    summary = summarize(cols, "B", slo)
+    full = mode == "full"
+    summary = summarize(cols, "B", slo, parse_deadlines(deadlines) if deadlines and full else None)
     if mode == "endpoints":
         summary.update(_itl_from_emissions(out, cols.ok))
         summary["itl_source"] = "simulator emissions (records hold first and last token times only)"
+        if deadlines:
+            summary["fluidity_note"] = "fluidity needs every token time: rerun with --token-times full"
     summary["sim"] = sim_block(out)
     write_summary(run_dir, summary)
     return summary
