@@ -67,46 +67,44 @@ def deadline_counts(times: Ragged, d_first: np.ndarray | float, d_next: np.ndarr
     `times` holds each request's T: T[0] the time to its first token, T[i] the gap before token i.  `d_first`
     and `d_next` are D_p and D_d, scalars or one per request.
     """
-    n = len(times.offsets) - 1
-    lengths = times.lengths
-    d_first = np.broadcast_to(np.asarray(d_first, dtype=float), (n,))
-    d_next = np.broadcast_to(np.asarray(d_next, dtype=float), (n,))
-    met = np.zeros(n, dtype=np.int64)
-    missed = np.zeros(n, dtype=np.int64)
-    for group in _rows(lengths):
-        width = int(lengths[group].max())
-        step = max(1, (1 << 21) // width)  # ~2M cells a block keeps temporaries small and in cache
-        for start in range(0, len(group), step):
-            idx = group[start : start + step]
-            _block(times, idx, width, d_first, d_next, met, missed)
-    return DeadlineCounts(met, missed)
+    return Layout(times).counts(d_first, d_next)
 
 
-def _block(
-    times: Ragged,
-    idx: np.ndarray,
-    width: int,
-    d_first: np.ndarray,
-    d_next: np.ndarray,
-    met: np.ndarray,
-    missed: np.ndarray,
-) -> None:
-    """Algorithm 1 for the requests `idx`, laid out as rows of a width-wide array."""
-    pos = np.arange(width)
-    valid = pos[None, :] < times.lengths[idx, None]
-    gather = np.minimum(times.offsets[idx, None] + pos[None, :], max(len(times.values) - 1, 0))
-    t = np.where(valid, times.values[gather], 0.0)
-    dd = d_next[idx, None]
-    deadline = np.where(pos[None, :] == 0, d_first[idx, None], dd)
-    x = np.where(valid, deadline - t, 0.0)  # padding adds nothing and never misses
-    s = np.cumsum(x, axis=1)
-    floor_s = np.minimum(np.minimum.accumulate(s, axis=1), 0.0)
-    prev_floor = np.concatenate([np.zeros((len(idx), 1)), floor_s[:, :-1]], axis=1)
-    deficit = prev_floor - s  # = -(slack_{i-1} + x_i)
-    miss = valid & (deficit > EPS)
-    count = np.where(miss, np.floor((deficit + EPS) / dd) + 1, 0).astype(np.int64)
-    missed[idx] = count.sum(axis=1)
-    met[idx] = (valid & ~miss).sum(axis=1)
+class Layout:
+    """Requests' T laid out once as padded rows (blocks of ~2M cells), to evaluate many deadline settings."""
+
+    def __init__(self, times: Ragged) -> None:
+        self.n = len(times.offsets) - 1
+        lengths = times.lengths
+        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (request idx, T rows, valid mask)
+        for group in _rows(lengths):
+            width = int(lengths[group].max())
+            step = max(1, (1 << 21) // width)  # ~2M cells a block keeps temporaries small and in cache
+            pos = np.arange(width)
+            for start in range(0, len(group), step):
+                idx = group[start : start + step]
+                valid = pos[None, :] < lengths[idx, None]
+                gather = np.minimum(times.offsets[idx, None] + pos[None, :], max(len(times.values) - 1, 0))
+                self.blocks.append((idx, np.where(valid, times.values[gather], 0.0), valid))
+
+    def counts(self, d_first: np.ndarray | float, d_next: np.ndarray | float) -> DeadlineCounts:
+        d_first = np.broadcast_to(np.asarray(d_first, dtype=float), (self.n,))
+        d_next = np.broadcast_to(np.asarray(d_next, dtype=float), (self.n,))
+        met = np.zeros(self.n, dtype=np.int64)
+        missed = np.zeros(self.n, dtype=np.int64)
+        for idx, t, valid in self.blocks:
+            dd = d_next[idx, None]
+            x = np.where(valid, dd - t, 0.0)  # padding adds nothing and never misses
+            x[:, 0] = np.where(valid[:, 0], d_first[idx] - t[:, 0], 0.0)
+            s = np.cumsum(x, axis=1)
+            floor_s = np.minimum(np.minimum.accumulate(s, axis=1), 0.0)
+            deficit = -s
+            deficit[:, 1:] += floor_s[:, :-1]  # = -(slack_{i-1} + x_i), slack_{i-1} = S_{i-1} - min(0, min S)
+            miss = valid & (deficit > EPS)
+            count = np.where(miss, np.floor((deficit + EPS) / dd) + 1, 0).astype(np.int64)
+            missed[idx] = count.sum(axis=1)
+            met[idx] = (valid & ~miss).sum(axis=1)
+        return DeadlineCounts(met, missed)
 
 
 def deadline_counts_loop(t: list[float], d_first: float, d_next: float) -> tuple[int, int]:
@@ -166,14 +164,14 @@ def min_tbt_deadline(t: Ragged, target: float = 0.9, resolution: float = 1e-4) -
     max_gap[has] = np.maximum.reduceat(gaps.values, gaps.offsets[:-1][has])
     lo = np.zeros(n, dtype=np.int64)  # fails (or is below the grid)
     hi = np.maximum(np.ceil(max_gap / resolution - 1e-9), 1).astype(np.int64)  # every gap meets D_d = max gap
-    active = has.copy()
+    layout = Layout(gaps)
     while True:
-        todo = active & (hi - lo > 1)
+        todo = has & (hi - lo > 1)
         if not todo.any():
             break
         mid = (lo + hi) // 2
         dd = np.where(todo, mid * resolution, 1.0)
-        ok = deadline_counts(gaps, dd, dd).fluidity() >= target - 1e-12
+        ok = layout.counts(dd, dd).fluidity() >= target - 1e-12
         hi = np.where(todo & ok, mid, hi)
         lo = np.where(todo & ~ok, mid, lo)
     out[has] = hi[has] * resolution
