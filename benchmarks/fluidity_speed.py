@@ -30,8 +30,10 @@ def main() -> None:
     t_rate = time.perf_counter() - t0
     print(f"fluidity-index of {n:,} requests x {k} tokens: {best:.2f} s   (target < 2 s)")
     print(f"  mean fluidity {np.mean(c.fluidity()):.4f}, service miss rate {c.service_miss_rate():.4f}")
-    print(f"fluid token generation rate (binary search to 0.1 ms over all requests): {t_rate:.2f} s, "
-          f"{1 / np.nanpercentile(m, 99):.1f} tok/s")
+    print(
+        f"fluid token generation rate (binary search to 0.1 ms over all requests): {t_rate:.2f} s, "
+        f"{1 / np.nanpercentile(m, 99):.1f} tok/s"
+    )
 
 
 def _timed(fn) -> float:  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -404,8 +405,6 @@ def run(
     """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report."""
     import time as _time
 
-    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
-    from infermeter.emulator.process import running_emulator
     from infermeter.load.run import RunOptions, benchmark
     from infermeter.report.console import minimum_report
 
@@ -448,29 +447,173 @@ def run(
         total_timeout=timeout,
         progress=progress,
     )
-    if url is not None:
+    with _target(url, emulator_config, scheduler) as (target_url, sut):
+        opts.url, opts.sut = target_url, sut
         run_dir, summary = _run_async(benchmark(opts))
-    else:
-        emu = load_emulator_config(emulator_config) if emulator_config else EmulatorConfig()
-        if scheduler is not None:
-            emu.engine.scheduler = scheduler  # type: ignore[assignment]
-        engine = emu.engine
-        opts.sut = {
-            "emulated": True,
-            "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
-            "software": f"infermeter emulator, scheduler {engine.scheduler}",
-            "boundary": "Model Engine",
-            "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
-            "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
-            if emu.input_filter_ms or emu.output_filter_ms
-            else "none",
-        }
-        err.print("starting the embedded emulator (no --url given)")
-        with running_emulator(emu, pin_cpus=True) as emu_url:
-            opts.url = emu_url
-            run_dir, summary = _run_async(benchmark(opts))
     print(minimum_report(summary, read_run_info(run_dir)))
     print(f"\nrun directory: {run_dir}  (full tables: infermeter report {run_dir})")
+
+
+@contextlib.contextmanager
+def _target(url: str | None, emulator_config: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+    """Yield (base URL, SUT declaration): the given server, or the embedded emulator started for the block."""
+    if url is not None:
+        yield url, {}
+        return
+    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+    from infermeter.emulator.process import running_emulator
+    from infermeter.engine.config import SCHEDULERS
+
+    emu = load_emulator_config(emulator_config) if emulator_config else EmulatorConfig()
+    if scheduler is not None:
+        if scheduler not in SCHEDULERS:
+            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
+        emu.engine.scheduler = scheduler  # type: ignore[assignment]
+    engine = emu.engine
+    sut = {
+        "emulated": True,
+        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
+        "software": f"infermeter emulator, scheduler {engine.scheduler}, speed x{emu.speed:g}",
+        "boundary": "Model Engine",
+        "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
+        "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
+        if emu.input_filter_ms or emu.output_filter_ms
+        else "none",
+    }
+    err.print("starting the embedded emulator (no --url given)")
+    with running_emulator(emu, pin_cpus=True) as emu_url:
+        yield emu_url, sut
+
+
+@app.command("profile-prefill")
+def profile_prefill_cmd(
+    url: Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator")] = None,
+    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
+    lengths: Annotated[str, typer.Option(help="prompt lengths to profile")] = "128,256,512,1024,2048,4096,8192",
+    repeats: Annotated[int, typer.Option(min=1, help="requests per length (the minimum TTFT is kept)")] = 3,
+    decode_tokens: Annotated[int, typer.Option(min=1, help="output tokens per request")] = 4,
+    out: Annotated[Path, typer.Option(help="where to save the fitted curve (JSON)")] = Path("prefill_curve.json"),
+    emulator_config: Annotated[Path | None, typer.Option(help="emulator config (runs without --url)")] = None,
+) -> None:
+    """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
+    from infermeter.client.openai import ClientConfig
+    from infermeter.load.run import discover_model
+    from infermeter.suites.prefill import profile_prefill
+
+    if api not in ("completions", "chat"):
+        raise UserError(f"--api must be completions or chat, got '{api}'")
+    points = _int_list(lengths, "--lengths")
+    rows: list[list[str]] = []
+
+    def on_point(length: int, ttft: float | None) -> None:
+        err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
+
+    with _target(url, emulator_config, None) as (target_url, _):
+        name = model or _run_async(discover_model(target_url))
+        cfg = ClientConfig(target_url, api, name)  # type: ignore[arg-type]
+        curve = _run_async(profile_prefill(cfg, points, repeats, decode_tokens, on_point))
+    curve.save(out)
+    for length, ttft in zip(curve.lengths, curve.min_ttft_s, strict=True):
+        rows.append([str(length), f"{ttft * 1000:.2f}", f"{float(curve.predict(length)) * 1000:.2f}"])
+    print(
+        grid(
+            ["Prompt tokens", "Min TTFT (ms)", "Fitted (ms)"],
+            rows,
+            f"Prefill curve: {curve.a * 1000:.3f} + {curve.b * 1000:.5f} P + {curve.c * 1000:.3g} P^2 ms, "
+            f"R^2 {curve.r2:.4f}",
+        )
+    )
+    print(f"saved {out}: use --deadlines ttft=@{out},slack=50ms,tbt=25ms")
+
+
+@app.command()
+def capacity(
+    slo: Annotated[
+        list[str],
+        typer.Option(
+            help="repeatable: ttft:p99<=500ms | fluidity:tbt=25ms,ttft=300ms,"
+            "target=0.9,share=0.99 | goodput:ttft=200ms,tpot=50ms,fraction=0.9"
+        ),
+    ],
+    url: Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator")] = None,
+    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
+    workload: Annotated[str | None, typer.Option(help="standard workload name or YAML/JSON file")] = None,
+    input_tokens: Annotated[int | None, typer.Option(min=1)] = None,
+    output_tokens: Annotated[int | None, typer.Option(min=1)] = None,
+    requests: Annotated[int, typer.Option("--requests", "-n", min=1, help="requests per probe")] = 300,
+    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
+    burstiness: Annotated[float, typer.Option()] = 1.0,
+    start_rate: Annotated[float, typer.Option(help="first offered rate, req/s")] = 1.0,
+    max_rate: Annotated[float, typer.Option(help="never probe above this rate")] = 1000.0,
+    tolerance: Annotated[float, typer.Option(help="stop when (fail - pass) / fail is below this")] = 0.05,
+    max_probes: Annotated[int, typer.Option(min=1)] = 12,
+    min_success: Annotated[float, typer.Option(help="a probe also needs this share of requests to succeed")] = 0.99,
+    warmup: Annotated[str, typer.Option(help="auto, N requests, or off (per probe)")] = "auto",
+    seed: Annotated[int, typer.Option()] = 42,
+    out: Annotated[Path, typer.Option(help="directory for the probes and capacity.json")] = Path("runs/capacity"),
+    emulator_config: Annotated[Path | None, typer.Option(help="emulator config (runs without --url)")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="emulator scheduler (runs without --url)")] = None,
+    progress: Annotated[bool, typer.Option(help="show live progress of each probe")] = True,
+) -> None:
+    """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming."""
+    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.suites.capacity import search
+    from infermeter.suites.slo import parse_capacity_slo
+
+    slos = [parse_capacity_slo(s) for s in slo]
+    if arrival not in ("poisson", "gamma", "constant", "uniform"):
+        raise UserError(f"--arrival must be poisson, gamma, constant or uniform, got '{arrival}'")
+    warm = {"auto": -1, "off": 0}.get(warmup.lower()) if not warmup.isdigit() else int(warmup)
+    if warm is None:
+        raise UserError(f"--warmup must be auto, off or a number of requests, got '{warmup}'")
+    if workload is None and input_tokens is None and output_tokens is None:
+        workload = "synthetic-uniform"
+    header = ["Offered req/s", "Achieved req/s", "Output tok/s", *[s.text for s in slos], "Result"]
+
+    def show(p) -> None:  # type: ignore[no-untyped-def]
+        row = [
+            f"{p.rate:g}",
+            f"{p.achieved_req_s:.2f}",
+            f"{p.output_tok_s:.0f}",
+            *p.slo_values.values(),
+            ("pass" if p.passed else "FAIL") + (" (reused)" if p.reused else ""),
+        ]
+        print(grid(header, [row]).splitlines()[3], flush=True)
+
+    with _target(url, emulator_config, scheduler) as (target_url, sut):
+        name = model or ""
+
+        def run_probe(rate: float, run_dir: Path) -> None:
+            opts = RunOptions(
+                url=target_url,
+                out=run_dir,
+                api=api,
+                model=name,
+                workload=workload,  # type: ignore[arg-type]
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                requests=requests,
+                arrivals=arrival_spec(arrival, rate, burstiness),
+                warmup=warm,
+                seed=seed,
+                sut=sut,
+                progress=progress,
+            )
+            _run_async(benchmark(opts))
+
+        print("\n".join(grid(header, []).splitlines()[:3]), flush=True)
+        result = search(
+            run_probe, slos, out, start_rate, max_rate, tolerance, max_probes, min_success=min_success, on_probe=show
+        )
+    cap = result.capacity_req_s
+    print(
+        f"\ncapacity: {'none found (the lowest probe failed)' if cap is None else f'{cap:g} req/s'}"
+        f"  bracket [{result.bracket[0]:g}, {result.bracket[1] if result.bracket[1] is not None else '-'}]"
+        f"  after {len(result.probes)} probes" + (f"\nnote: {result.note}" if result.note else "")
+    )
+    print(f"probes and capacity.json: {out}")
 
 
 @app.command()

@@ -19,8 +19,9 @@ from infermeter.records import RequestRecord
 
 
 def rag(rows):
-    return Ragged.from_lengths(np.array([len(r) for r in rows], dtype=np.int64),
-                               np.array([v for r in rows for v in r], dtype=float))
+    return Ragged.from_lengths(
+        np.array([len(r) for r in rows], dtype=np.int64), np.array([v for r in rows for v in r], dtype=float)
+    )
 
 
 def counts(rows, dp, dd):
@@ -63,8 +64,14 @@ def test_exact_multiples_do_not_fall_through_the_float_floor():
 
 def test_multi_token_chunks_give_zero_gaps_that_bank_slack():
     # a 3-token chunk after a 60 ms gap (D_d = 20 ms): tokens at gaps 60, 0, 0 meet 20 + 20 + 20 = 60 together
-    rec = RequestRecord(request_id=0, submitted_at=0.0, output_tokens=4, token_times=[0.1, 0.16, 0.16, 0.16],
-                        chunk_times=[0.1, 0.16], chunk_tokens=[1, 3])
+    rec = RequestRecord(
+        request_id=0,
+        submitted_at=0.0,
+        output_tokens=4,
+        token_times=[0.1, 0.16, 0.16, 0.16],
+        chunk_times=[0.1, 0.16],
+        chunk_tokens=[1, 3],
+    )
     cols = RecordColumns.from_records([rec])
     t = request_gaps(cols.tokens, cols.submitted_at, cols.ok)
     np.testing.assert_allclose(t.values, [0.1, 0.06, 0.0, 0.0])
@@ -77,8 +84,11 @@ micros = st.integers(0, 200_000).map(lambda u: u / 1e6)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(micros, min_size=1, max_size=40), min_size=1, max_size=12),
-       st.integers(1, 300_000).map(lambda u: u / 1e6), st.integers(1, 50_000).map(lambda u: u / 1e6))
+@given(
+    st.lists(st.lists(micros, min_size=1, max_size=40), min_size=1, max_size=12),
+    st.integers(1, 300_000).map(lambda u: u / 1e6),
+    st.integers(1, 50_000).map(lambda u: u / 1e6),
+)
 def test_vectorized_equals_the_plain_loop(rows, dp, dd):
     c = deadline_counts(rag(rows), dp, dd)
     for i, row in enumerate(rows):
@@ -98,9 +108,16 @@ def test_min_tbt_deadline_is_the_smallest_passing_grid_point():
 
 
 def test_summary_fluidity_block_and_rates():
-    recs = [RequestRecord(request_id=i, submitted_at=0.0, output_tokens=11, input_tokens=100,
-                          token_times=list(0.1 + np.cumsum([0.0] + [g] * 10)))
-            for i, g in enumerate([0.02] * 99 + [0.08])]
+    recs = [
+        RequestRecord(
+            request_id=i,
+            submitted_at=0.0,
+            output_tokens=11,
+            input_tokens=100,
+            token_times=list(0.1 + np.cumsum([0.0] + [g] * 10)),
+        )
+        for i, g in enumerate([0.02] * 99 + [0.08])
+    ]
     s = summarize(RecordColumns.from_records(recs), "B", None, parse_deadlines("ttft=300ms,tbt=25ms,target=0.9"))
     f = s["fluidity"]
     assert f["tbt_deadline_ms"] == 25 and f["ttft_deadline_ms"] == 300
@@ -118,7 +135,12 @@ def test_summary_fluidity_block_and_rates():
 def test_parse_deadlines_errors():
     d = parse_deadlines("ttft=0.3s, tbt=25ms, target=0.95, slack=50ms")
     assert (d.ttft, d.tbt, d.target, d.slack) == (0.3, 0.025, 0.95, 0.05)
-    for bad, msg in (("ttft=300ms", "need tbt"), ("tbt=fast", "not a duration"), ("tbt=25ms,x=1", "unknown"),
-                     ("tbt=25ms,target=2", "target must be"), ("tbt=25ms,ttft=@/nope.json", "does not exist")):
+    for bad, msg in (
+        ("ttft=300ms", "need tbt"),
+        ("tbt=fast", "not a duration"),
+        ("tbt=25ms,x=1", "unknown"),
+        ("tbt=25ms,target=2", "target must be"),
+        ("tbt=25ms,ttft=@/nope.json", "does not exist"),
+    ):
         with pytest.raises(UserError, match=msg):
             parse_deadlines(bad)

@@ -1,0 +1,73 @@
+"""SLOs a capacity search holds a run's summary against: percentile bounds, fluidity, goodput."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.metrics.fluidity import Deadlines, parse_deadlines
+from infermeter.metrics.goodput import SLO_METRICS, parse_slo
+
+_UNITS = {"ms": 1.0, "s": 1000.0, "us": 0.001}
+_BOUND = re.compile(
+    r"^(ttft|tpot|itl|e2e):(p50|p90|p95|p99|p99\.9|mean|max)\s*(<=|<)\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?$"
+)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """One condition on a summary; `value` reads the number, `passes` compares it."""
+
+    text: str
+    kind: str  # "bound", "fluidity", "goodput"
+    metric: str = ""
+    stat: str = ""
+    limit: float = 0.0  # ms for bounds; share or fraction otherwise
+    deadlines: Deadlines | None = None
+    goodput: dict[str, float] | None = None
+
+    def value(self, summary: dict[str, Any]) -> float | None:
+        if self.kind == "bound":
+            return summary[f"{self.metric}_ms"][self.stat]
+        if self.kind == "fluidity":
+            f = summary.get("fluidity") or {}
+            return f.get("share_meeting_target")
+        return (summary.get("goodput") or {}).get("fraction")
+
+    def passes(self, summary: dict[str, Any]) -> bool:
+        v = self.value(summary)
+        if v is None:
+            return False
+        return v <= self.limit if self.kind == "bound" else v >= self.limit
+
+    def describe_value(self, summary: dict[str, Any]) -> str:
+        v = self.value(summary)
+        if v is None:
+            return "n/a"
+        return f"{v:.1f} ms" if self.kind == "bound" else f"{100 * v:.1f}%"
+
+
+def parse_capacity_slo(text: str) -> Slo:
+    """`ttft:p99<=500ms`, `fluidity:tbt=25ms[,ttft=300ms][,target=0.9][,share=0.99]`,
+    `goodput:ttft=200ms,tpot=50ms[,fraction=0.9]`."""
+    t = text.strip()
+    m = _BOUND.match(t)
+    if m:
+        metric, stat, _, num, unit = m.groups()
+        return Slo(t, "bound", metric, stat, float(num) * _UNITS[unit or "ms"])
+    head, _, rest = t.partition(":")
+    items = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
+    if head == "fluidity":
+        share = float(items.pop("share", "0.99"))
+        spec = ",".join(f"{k}={v}" for k, v in items.items())
+        return Slo(t, "fluidity", limit=share, deadlines=parse_deadlines(spec))
+    if head == "goodput":
+        fraction = float(items.pop("fraction", "0.9"))
+        return Slo(t, "goodput", limit=fraction, goodput=parse_slo(",".join(f"{k}={v}" for k, v in items.items())))
+    raise UserError(
+        f"capacity SLO '{text}' is not understood: use METRIC:STAT<=VALUE (metrics {', '.join(SLO_METRICS)}; "
+        "stats p50, p90, p95, p99, p99.9, mean, max), fluidity:tbt=25ms[,ttft=300ms,target=0.9,share=0.99], or "
+        "goodput:ttft=200ms,tpot=50ms[,fraction=0.9]"
+    )

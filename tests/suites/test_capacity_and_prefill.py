@@ -1,0 +1,173 @@
+"""Capacity search (closed form with a fake server, then live against the emulator) and prefill profiling."""
+
+import asyncio
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from infermeter.client.openai import ClientConfig
+from infermeter.emulator import EmulatorConfig, running_emulator
+from infermeter.engine.config import EngineConfig
+from infermeter.errors import UserError
+from infermeter.load.run import RunOptions, benchmark
+from infermeter.records import RequestRecord, RunInfo, write_records
+from infermeter.suites.capacity import evaluate, search
+from infermeter.suites.prefill import profile_prefill
+from infermeter.suites.slo import parse_capacity_slo
+from infermeter.workload.build import arrival_spec
+
+
+def fake_probe(knee: float, calls: list[float]):
+    """A server whose TTFT is 20 ms below the knee and 2 s above it."""
+
+    def run(rate: float, run_dir):
+        calls.append(rate)
+        ttft = 0.02 if rate <= knee else 2.0
+        recs = [
+            RequestRecord(
+                request_id=i,
+                submitted_at=i / rate,
+                output_tokens=2,
+                max_tokens=2,
+                token_times=[i / rate + ttft, i / rate + ttft + 0.01],
+            )
+            for i in range(50)
+        ]
+        write_records(run_dir, RunInfo(kind="test"), recs)
+
+    return run
+
+
+def test_search_brackets_the_knee_within_tolerance_and_resumes(tmp_path):
+    calls: list[float] = []
+    slos = [parse_capacity_slo("ttft:p99<=100ms")]
+    res = search(fake_probe(7.3, calls), slos, tmp_path, start_rate=1, tolerance=0.02, max_probes=20)
+    lo, hi = res.bracket
+    assert lo <= 7.3 < hi and (hi - lo) / hi <= 0.02
+    assert res.capacity_req_s == lo and len(res.probes) <= 10
+    # doubling 1, 2, 4, 8 then bisection: every probe is a directory with its run
+    assert [p.rate for p in res.probes][:4] == [1, 2, 4, 8]
+    again: list[float] = []
+    res2 = search(fake_probe(7.3, again), slos, tmp_path, start_rate=1, tolerance=0.02, max_probes=20)
+    assert again == [] and res2.capacity_req_s == res.capacity_req_s and all(p.reused for p in res2.probes)
+    saved = orjson.loads((tmp_path / "capacity.json").read_bytes())
+    assert saved["capacity_req_s"] == res.capacity_req_s
+
+
+def test_search_when_the_first_probe_fails_shrinks(tmp_path):
+    res = search(fake_probe(0.3, []), [parse_capacity_slo("ttft:p99<=100ms")], tmp_path, start_rate=10, tolerance=0.1)
+    assert res.bracket[0] <= 0.3 < res.bracket[1]
+
+
+def test_slo_kinds(tmp_path):
+    recs = [
+        RequestRecord(
+            request_id=i,
+            submitted_at=0.0,
+            output_tokens=11,
+            input_tokens=10,
+            token_times=[0.1 + 0.02 * k for k in range(11)],
+        )
+        for i in range(20)
+    ]
+    write_records(tmp_path / "r", RunInfo(kind="test"), recs)
+    cases = {
+        "ttft:p99<=150ms": True,
+        "tpot:p50<=10ms": False,
+        "fluidity:tbt=25ms,ttft=300ms,share=0.99": True,
+        "fluidity:tbt=15ms,share=0.99": False,
+        "goodput:ttft=200ms,tpot=30ms,fraction=1.0": True,
+        "goodput:ttft=50ms,fraction=0.5": False,
+    }
+    for text, expect in cases.items():
+        _, ok = evaluate(tmp_path / "r", [parse_capacity_slo(text)], 0.99)
+        assert ok is expect, text
+    with pytest.raises(UserError, match="not understood"):
+        parse_capacity_slo("latency<3")
+
+
+# static batches of 8 on the seed's model, 4x faster: T(8, 64) / 4 = 132 ms a batch, so ~60 req/s of identical
+# requests; below that TTFT stays under one batch time plus alpha, above it the queue grows without bound
+EMU = EmulatorConfig(speed=4, prefix_caching=False, engine=EngineConfig(scheduler="static_fifo"))
+SLO = "ttft:p99<=250ms"
+
+
+def test_capacity_against_the_emulator_matches_a_manual_sweep(tmp_path):
+    """The CLI's search, then manual probes just below and above what it found."""
+    cfg = tmp_path / "emu.json"
+    cfg.write_text(EMU.model_dump_json())
+    out = tmp_path / "cap"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "capacity",
+            "--slo",
+            SLO,
+            "--emulator-config",
+            str(cfg),
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "32",
+            "--requests",
+            "150",
+            "--arrival",
+            "constant",
+            "--start-rate",
+            "16",
+            "--warmup",
+            "10",
+            "--tolerance",
+            "0.05",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    result = orjson.loads((out / "capacity.json").read_bytes())
+    cap = result["capacity_req_s"]
+    assert cap and len(result["probes"]) <= 9 and "capacity:" in p.stdout
+    assert 50 <= cap <= 70  # the closed form above
+    slo = [parse_capacity_slo(SLO)]
+    with running_emulator(EMU) as url:
+        for factor, expect in ((0.9, True), (1.15, False)):
+            run_dir = tmp_path / f"manual-{factor}"
+            opts = RunOptions(
+                url=url,
+                out=run_dir,
+                model="infermeter-emulator",
+                input_tokens=32,
+                output_tokens=32,
+                requests=150,
+                arrivals=arrival_spec("constant", cap * factor),
+                warmup=10,
+                progress=False,
+            )
+            asyncio.run(benchmark(opts))
+            summary, ok = evaluate(run_dir, slo, 0.99)
+            assert ok is expect, (
+                factor,
+                cap,
+                summary["ttft_ms"]["p99"],
+                [(q["rate"], q["slo_values"]) for q in result["probes"]],
+            )
+
+
+def test_profile_prefill_recovers_the_emulators_prefill_cost():
+    with running_emulator(EmulatorConfig()) as url:
+        curve = asyncio.run(
+            profile_prefill(ClientConfig(url, model="infermeter-emulator"), [128, 512, 1024, 2048, 4096], repeats=2)
+        )
+    assert curve.r2 > 0.99
+    # the emulator's prefill step: 6 ms + (0.045 + 0.00004) ms per prompt token
+    assert curve.b * 1000 + curve.c * 1000 * 2048 == pytest.approx(0.04504, rel=0.05)
+    assert float(curve.predict(8192)) == pytest.approx(0.006 + 0.04504e-3 * 8192, rel=0.05)
