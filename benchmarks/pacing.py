@@ -13,7 +13,7 @@ import asyncio
 import numpy as np
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.client.prompts import build_prompt
+from infermeter.workload.prompts import build_prompt
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock

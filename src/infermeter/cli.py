@@ -485,6 +485,42 @@ def _target(url: str | None, emulator_config: Path | None, scheduler: str | None
         yield emu_url, sut
 
 
+@app.command()
+def prompt(
+    tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file")],
+    tokens: Annotated[int, typer.Option(min=1, help="exact token count of the prompt")],
+    chat: Annotated[bool, typer.Option(help="count after the tokenizer's chat template")] = False,
+    json: Annotated[bool, typer.Option("--json", help='print {"prompt", "tokens", "tokenizer"}')] = False,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Build one prompt of exactly N tokens (after the chat template with --chat) and print it."""
+    from infermeter.workload.prompts import ExactPrompter
+    from infermeter.workload.tokenizers import resolve_tokenizer
+
+    tok = resolve_tokenizer(tokenizer)
+    prompter = ExactPrompter(tok, chat=chat, seed=seed)
+    content = prompter.build(tokens)
+    counted = prompter.count(content)
+    if json:
+        sys.stdout.write(
+            orjson.dumps(
+                {
+                    "prompt": content,
+                    "tokens": counted,
+                    "tokenizer": tok.name,
+                    "rendered": prompter.render(content) if chat else None,
+                }
+            ).decode()
+            + "\n"
+        )
+    else:
+        print(content)
+        err.print(
+            f"{counted} tokens under {tok.name}"
+            + (f" after the chat template ({prompter.overhead} of them the template's)" if chat else "")
+        )
+
+
 @app.command("profile-prefill")
 def profile_prefill_cmd(
     url: Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator")] = None,

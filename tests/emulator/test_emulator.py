@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.client.prompts import build_prompt
+from infermeter.workload.prompts import build_prompt
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.load import LoadPattern, drive

@@ -16,7 +16,6 @@ import numpy as np
 import orjson
 
 from infermeter.client.openai import Api, ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.client.prompts import build_prompt
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.metrics import RecordColumns, summarize
@@ -24,7 +23,10 @@ from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, write_run_info, write_summary
 from infermeter.workload.arrivals import ArrivalSpec
 from infermeter.workload.build import build_requests
+from infermeter.workload.prompts import ExactPrompter, build_prompt
 from infermeter.workload.spec import Requests
+from infermeter.workload.tokenizers import declaration as tokenizer_declaration
+from infermeter.workload.tokenizers import resolve_tokenizer
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
@@ -57,6 +59,7 @@ class RunOptions:
     sut: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     deadlines: str | None = None
+    tokenizer: str | None = None  # exact-length prompts under this tokenizer (and its chat template for chat)
 
     def request_count(self) -> int:
         if self.requests is not None:
@@ -241,6 +244,10 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         duration=opts.duration,
         barrier=opts.barrier,
     )
+    prompter = None
+    if opts.tokenizer:
+        tok = resolve_tokenizer(opts.tokenizer)
+        prompter = ExactPrompter(tok, chat=opts.api == "chat", seed=opts.seed)
     model = opts.model or await discover_model(opts.url)
     cfg = ClientConfig(
         opts.url,
@@ -278,24 +285,24 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
                 "barrier": opts.barrier,
                 "arrivals": declaration.get("arrivals"),
             },
-            tokenizer={
-                "name": "server-reported usage (completion_tokens, prompt_tokens)",
-                "counting_method": "A",
-                "per_event": client.counting,
-                "special_tokens": "as the server counts them",
-            },
+            tokenizer=_tokenizer_block(prompter, client.counting),
             warmup=warm,
             slo=opts.slo,
             client=cfg.declaration(),
             deadlines=opts.deadlines,
             started_at_clock=clock.now(),
         )
+        requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
+        if prompter is not None:
+            if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
+                requests_in = list(requests_in)
+            info.prompt_verification = await verify_prompts(client, prompter, reqs, opts.seed)
         writer = RunWriter(opts.out, info)
         stats = LiveStats()
         async with _Display(stats, n, opts.progress, "benchmark"):
             await drive(
                 client,
-                prepared(reqs, opts.seed),
+                requests_in,
                 pattern,
                 writer.append,
                 stats,
@@ -318,6 +325,52 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await client.close()
+
+
+def _tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str, Any]:
+    if prompter is None:
+        return {
+            "name": "server-reported usage (completion_tokens, prompt_tokens)",
+            "counting_method": "A",
+            "per_event": counting,
+            "special_tokens": "as the server counts them",
+            "prompts": "whole words (one token each to infermeter's emulator); real servers count their own",
+        }
+    tok = prompter.tok
+    native = not hasattr(tok, "_enc")  # tiktoken encodings are reference tokenizers (option B)
+    block = tokenizer_declaration(tok, "A" if native else "B")
+    block.update(
+        {
+            "per_event": counting,
+            "prompts": "exact length after the chat template" if prompter.template else "exact length",
+            "template_overhead_tokens": prompter.overhead,
+        }
+    )
+    return block
+
+
+async def verify_prompts(
+    client: OpenAIClient, prompter: ExactPrompter, reqs: Requests, seed: int, sample: int = 16
+) -> dict[str, Any]:
+    """Count a sample of the run's prompts with the server's own tokenizer, when it offers an endpoint."""
+    from infermeter.client.tokenize import ServerTokenizer
+
+    server = ServerTokenizer(client.config.base_url, client.config.model)
+    checked, mismatches, examples = 0, 0, []
+    for req in list(prepared(_head(reqs, sample), seed, prompter=prompter)):
+        got = await server.count(client._session, prompter.render(req.prompt))
+        if got is None:
+            break
+        checked += 1
+        if got != req.input_tokens:
+            mismatches += 1
+            if len(examples) < 5:
+                examples.append({"request_id": req.request_id, "built": req.input_tokens, "server": got})
+    return {"endpoint": server.description, "checked": checked, "mismatches": mismatches, "examples": examples}
+
+
+def _head(r: Requests, n: int) -> Requests:
+    return _slice(r, min(n, len(r)))
 
 
 def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:

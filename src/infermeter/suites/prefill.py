@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 
 from infermeter.client.openai import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.client.prompts import build_prompt
 from infermeter.metrics.prefill_curve import PrefillCurve, fit_quadratic
 from infermeter.records import RunClock
+from infermeter.workload.prompts import build_prompt
 
 DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 
