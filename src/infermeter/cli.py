@@ -395,6 +395,13 @@ def run(
     deadlines: Annotated[
         str | None, typer.Option(help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]")
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="exact-length prompts: cl100k_base, o200k_base, tokenizer.json or .gguf (chat template "
+            "with --api chat)"
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)")] = None,
     timeout: Annotated[float, typer.Option(help="total seconds allowed per request")] = 900.0,
     first_token_timeout: Annotated[float, typer.Option(help="seconds allowed until the first token")] = 120.0,
@@ -446,6 +453,8 @@ def run(
         first_token_timeout=first_token_timeout,
         total_timeout=timeout,
         progress=progress,
+        deadlines=deadlines,
+        tokenizer=tokenizer,
     )
     with _target(url, emulator_config, scheduler) as (target_url, sut):
         opts.url, opts.sut = target_url, sut

@@ -71,22 +71,23 @@ class RunOptions:
         return 100_000  # closed loop bounded by time: more than it can send
 
 
-def prepared(requests: Requests, seed: int, id_offset: int = 0) -> Iterator[PreparedRequest]:
-    """Prompts built lazily, one per request, as the driver asks for them."""
+def prepared(
+    requests: Requests, seed: int, id_offset: int = 0, prompter: ExactPrompter | None = None
+) -> Iterator[PreparedRequest]:
+    """Prompts built lazily, one per request, as the driver asks for them: exact-length under a tokenizer when
+    one is given, else whole words (one token each to the emulator)."""
+    prefixes: dict[int, str] = {}
+    raw = ExactPrompter(prompter.tok, chat=False, seed=seed) if prompter is not None else None
     for i in range(len(requests)):
-        yield PreparedRequest(
-            request_id=id_offset + i,
-            prompt=build_prompt(
-                id_offset + i,
-                int(requests.input_tokens[i]),
-                int(requests.prefix_id[i]),
-                int(requests.prefix_tokens[i]),
-                seed,
-            ),
-            input_tokens=int(requests.input_tokens[i]),
-            max_tokens=int(requests.output_tokens[i]),
-            request_class=str(requests.request_class[i]),
-        )
+        rid, n = id_offset + i, int(requests.input_tokens[i])
+        pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
+        if prompter is not None and raw is not None:
+            if pid >= 0 and pid not in prefixes:
+                prefixes[pid] = raw.build(max(ptok, 1), 10**9 + pid)
+            text = prompter.build(n, rid, prefixes.get(pid, ""))
+        else:
+            text = build_prompt(rid, n, pid, ptok, seed)
+        yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]))
 
 
 async def discover_model(url: str) -> str:
