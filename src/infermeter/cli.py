@@ -84,7 +84,7 @@ def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
         stored = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError:
         return {}
-    keys = ["sim"]
+    keys = ["sim", "server_metrics", "energy"]
     if getattr(info, "token_times", "full") == "endpoints":
         keys += ["itl_ms", "jitter_ms", "max_pause_ms", "itl_source", "fluidity"]
     return {k: stored[k] for k in keys if k in stored}
@@ -254,6 +254,16 @@ def sim(
     print(f"\nrun directory: {out}")
 
 
+def _json_object(text: str, option: str) -> dict[str, object]:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{option} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UserError(f'{option} must be a JSON object, e.g. \'{{"logit_bias": {{"2": -100}}}}\'')
+    return value
+
+
 def _int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(float(x)) for x in text.split(",") if x.strip()]
@@ -402,6 +412,13 @@ def run(
             "with --api chat)"
         ),
     ] = None,
+    extra_body: Annotated[
+        str | None, typer.Option(help='JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'')
+    ] = None,
+    scrape_interval: Annotated[float, typer.Option(help="seconds between server /metrics scrapes (0: off)")] = 1.0,
+    telemetry_interval: Annotated[float, typer.Option(help="seconds between host telemetry samples (0: off)")] = 1.0,
+    gpu_price: Annotated[float | None, typer.Option(help="price per GPU-hour, for cost per million tokens")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs serving (cost denominator; default: NVML count)")] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)")] = None,
     timeout: Annotated[float, typer.Option(help="total seconds allowed per request")] = 900.0,
     first_token_timeout: Annotated[float, typer.Option(help="seconds allowed until the first token")] = 120.0,
@@ -455,6 +472,11 @@ def run(
         progress=progress,
         deadlines=deadlines,
         tokenizer=tokenizer,
+        scrape_interval=scrape_interval,
+        telemetry_interval=telemetry_interval,
+        gpu_price_per_hour=gpu_price,
+        gpus=gpus,
+        extra_body=_json_object(extra_body, "--extra-body") if extra_body else {},
     )
     with _target(url, emulator_config, scheduler) as (target_url, sut):
         opts.url, opts.sut = target_url, sut

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.workload.prompts import build_prompt
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock
 from infermeter.workload import ArrivalSpec, arrival_offsets
+from infermeter.workload.prompts import build_prompt
 
 
 async def run_requests(url, reqs, pattern, api="completions"):

