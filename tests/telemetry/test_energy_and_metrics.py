@@ -1,0 +1,108 @@
+"""Energy by trapezoids, RAPL counters (with wrap-around), cost per token, and /metrics scraping."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from infermeter.client.server_metrics import MetricsSeries
+from infermeter.records import RunClock
+from infermeter.telemetry.energy import energy_block, power_from_energy, trapezoid_window
+from infermeter.telemetry.sampler import Rapl, TelemetrySampler
+
+
+def test_trapezoid_over_a_window_with_interpolated_edges():
+    t = np.array([0.0, 1.0, 2.0, 3.0])
+    p = np.array([100.0, 200.0, 200.0, 100.0])
+    # [0.5, 2.5]: 150 at 0.5 -> 200 at 1 (87.5 J), 200 J from 1 to 2, 200 -> 150 at 2.5 (87.5 J)
+    assert trapezoid_window(t, p, 0.5, 2.5) == pytest.approx(375.0)
+    assert trapezoid_window(t, p, -1.0, 2.0) is None  # the samples do not cover the window
+
+
+def test_energy_block_joules_per_token_and_cost():
+    samples = {
+        "t": np.array([0.0, 1.0, 2.0]),
+        "gpu_power_w": np.array([300.0, 300.0, 300.0]),
+        "cpu_energy_j": np.array([0.0, 50.0, 100.0]),
+    }
+    e = energy_block(samples, 0.0, 2.0, 1000, {"gpu": "NVML", "cpu_energy": "RAPL"}, gpu_price_per_hour=3.6, gpus=2)
+    assert e["gpu_energy_j"] == pytest.approx(600.0) and e["cpu_energy_j"] == pytest.approx(100.0)
+    assert e["joules_per_output_token"] == pytest.approx(0.7)
+    # 2 GPUs x 2 s = 4 GPU-seconds at $3.6/h = $0.004 for 1000 tokens: $4 per million
+    assert e["gpu_seconds"] == 4.0 and e["cost_per_million_output_tokens"] == pytest.approx(4.0)
+    none = energy_block(
+        {"t": np.array([0.0, 1.0])}, 0.0, 1.0, 10, {"cpu_energy": "unavailable: no RAPL", "gpu": "unavailable: no GPU"}
+    )
+    assert none["energy_j"] is None and "CPU energy unavailable: no RAPL" in none["notes"]
+
+
+def test_rapl_counters_with_wraparound(tmp_path):
+    d = tmp_path / "intel-rapl:0"
+    d.mkdir()
+    (d / "name").write_text("package-0\n")
+    (d / "max_energy_range_uj").write_text("1000000\n")
+    (d / "energy_uj").write_text("900000\n")
+    sampler = TelemetrySampler(RunClock(), rapl_root=tmp_path)
+    assert sampler.rapl.available and "RAPL" in sampler.sources()["cpu_energy"]
+    sampler.sample()
+    (d / "energy_uj").write_text("100000\n")  # wrapped: 100,000 uJ to the top, 100,000 past zero
+    sampler.sample()
+    assert sampler.rows[-1]["cpu_energy_j"] == pytest.approx(0.2)
+    assert not Rapl(tmp_path / "nope").available
+
+
+def test_power_from_cumulative_energy():
+    np.testing.assert_allclose(
+        power_from_energy(np.array([0.0, 2.0, 3.0]), np.array([0.0, 100.0, 130.0])), [50.0, 50.0, 30.0]
+    )
+
+
+def test_metrics_series_summary_from_vllm_text():
+    m = MetricsSeries()
+    for t, waiting, hits in ((0.0, 0, 0), (1.0, 4, 30), (2.0, 2, 60)):
+        m.add(
+            t,
+            f"""# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{model_name="m"}} {waiting}
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 8
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{{model_name="m"}} {hits * 2}
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{{model_name="m"}} {hits}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{le="0.1",model_name="m"}} 3
+""",
+        )
+    s = m.summary()
+    assert s["waiting"]["mean"] == pytest.approx(2.0) and s["waiting"]["max"] == 4
+    assert s["running"]["p50"] == 8 and s["prefix_cache_hit_rate"] == pytest.approx(0.5)
+    assert not any(n.endswith("_bucket") for n in m.name)
+
+
+def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
+    from infermeter.emulator import EmulatorConfig, running_emulator
+    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.records import read_run_info
+    from infermeter.workload.build import arrival_spec
+
+    with running_emulator(EmulatorConfig(speed=2)) as url:
+        opts = RunOptions(
+            url=url,
+            out=tmp_path / "r",
+            workload="code-completion",
+            requests=60,
+            arrivals=arrival_spec("poisson", 20),
+            warmup=0,
+            progress=False,
+            scrape_interval=0.2,
+            telemetry_interval=0.2,
+        )
+        _, summary = asyncio.run(benchmark(opts))
+    assert (tmp_path / "r" / "server_metrics.parquet").is_file() and (tmp_path / "r" / "telemetry.parquet").is_file()
+    m = summary["server_metrics"]
+    assert m["scrapes"] >= 5 and m["running"]["max"] >= 1 and m["kv_usage"]["max"] > 0
+    assert 0 < m["prefix_cache_hit_rate"] < 1  # code-completion shares repository prefixes
+    e = summary["energy"]
+    assert e["sources"]["cpu"] == "psutil" and ("cpu_energy_j" in e or any("CPU energy" in n for n in e["notes"]))
+    assert read_run_info(tmp_path / "r").server_metrics["available"] is True
