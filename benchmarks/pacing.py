@@ -13,11 +13,11 @@ import asyncio
 import numpy as np
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.workload.prompts import build_prompt
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock
 from infermeter.workload import ArrivalSpec, arrival_offsets
+from infermeter.workload.prompts import build_prompt
 
 
 async def measure(url: str, rate: float, n: int, arrival: str) -> tuple[np.ndarray, np.ndarray, int]:
