@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -145,7 +144,6 @@ class OpenAIClient:
         self,
         req: PreparedRequest,
         scheduled_at: float,
-        on_first_token: Callable[[float], None] | None = None,
     ) -> RequestRecord:
         """Send one request and stream its reply into a record (status ok, error, timeout or cancelled).
 
@@ -173,7 +171,7 @@ class OpenAIClient:
                         if resp.status != 200:
                             text = (await resp.text(errors="replace"))[:300].replace("\n", " ")
                             raise _Failure("error", f"HTTP {resp.status}: {text}")
-                        await self._read(resp, stream, deadline, started, on_first_token)
+                        await self._read(resp, stream, deadline, started)
                 except TimeoutError:
                     raise
                 except aiohttp.ClientConnectorError as exc:
@@ -221,7 +219,6 @@ class OpenAIClient:
         stream: _Stream,
         deadline: asyncio.Timeout,
         started: float,
-        on_first_token: Callable[[float], None] | None,
     ) -> None:
         parser = SSEParser()
         chat = self.config.api == "chat"
@@ -243,8 +240,6 @@ class OpenAIClient:
                 self._event(event, now, stream, chat)
                 if stream.content_started and not was_started:
                     deadline.reschedule(started + self.config.total_timeout)
-                    if on_first_token is not None:
-                        on_first_token(now)
             try:
                 parser.check()
             except SSEError as exc:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from infermeter.config_files import load_model
 from infermeter.engine.config import EngineConfig
-from infermeter.errors import UserError
 
 
 class EmulatorConfig(BaseModel):
@@ -29,14 +27,4 @@ class EmulatorConfig(BaseModel):
 
 
 def load_emulator_config(path: Path) -> EmulatorConfig:
-    if not path.is_file():
-        raise UserError(f"emulator config {path} does not exist")
-    try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        return EmulatorConfig.model_validate(data or {})
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"emulator config {path} is not valid: {str(exc).splitlines()[0]}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"emulator config {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    return load_model(EmulatorConfig, path, "emulator config")

@@ -60,7 +60,6 @@ class RealClockEngine:
         self._next = 0
         self._task: asyncio.Task[None] | None = None
         self.finished = 0
-        self.on_token: list = []  # callbacks (handle, index, emitted_at) for metrics
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -136,8 +135,6 @@ class RealClockEngine:
             return
         now = time.perf_counter()
         handle.queue.put_nowait(now)
-        for cb in self.on_token:
-            cb(handle, now)
 
 
 def prompt_words(text: str) -> list[str]:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from infermeter.config_files import load_model
 from infermeter.engine.batching import DynamicNoBins, MultiBinDynamic, StaticFifo
 from infermeter.engine.core import EngineCore
 from infermeter.engine.iteration import ChunkedPrefill, ContinuousBatching
 from infermeter.engine.latency import BatchModel, IterationModel, LatencyModel
 from infermeter.engine.memory import capacity_tokens
-from infermeter.errors import UserError
 
 SchedulerName = Literal["static_fifo", "dynamic_no_bins", "multi_bin_dynamic", "continuous", "chunked_prefill"]
 SCHEDULERS: tuple[str, ...] = SchedulerName.__args__  # type: ignore[attr-defined]
@@ -82,16 +80,7 @@ class EngineConfig(BaseModel):
 
 def load_engine_config(path: Path) -> EngineConfig:
     """An EngineConfig from YAML/JSON, with a one-line error naming the bad field."""
-    if not path.is_file():
-        raise UserError(f"engine config {path} does not exist")
-    try:
-        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-        return EngineConfig.model_validate(data or {})
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"engine config {path} is not valid: {str(exc).splitlines()[0]}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"engine config {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    return load_model(EngineConfig, path, "engine config")
 
 
 def predict_lengths(output: np.ndarray, noise: float, seed: int) -> np.ndarray:

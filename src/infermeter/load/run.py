@@ -422,7 +422,7 @@ async def verify_prompts(
 
     server = ServerTokenizer(client.config.base_url, client.config.model)
     checked, mismatches, examples = 0, 0, []
-    for req in list(prepared(_head(reqs, sample), seed, prompter=prompter)):
+    for req in list(prepared(_slice(reqs, min(sample, len(reqs))), seed, prompter=prompter)):
         got = await server.count(client._session, prompter.render(req.prompt))
         if got is None:
             break
@@ -432,10 +432,6 @@ async def verify_prompts(
             if len(examples) < 5:
                 examples.append({"request_id": req.request_id, "built": req.input_tokens, "server": got})
     return {"endpoint": server.description, "checked": checked, "mismatches": mismatches, "examples": examples}
-
-
-def _head(r: Requests, n: int) -> Requests:
-    return _slice(r, min(n, len(r)))
 
 
 def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -41,7 +41,6 @@ class SimOutcome:
     peak_kv_usage: float
     end_time: float
     predicted: np.ndarray
-    extra: dict[str, object] = field(default_factory=dict)
 
     def served(self) -> np.ndarray:
         """True for requests the engines served (not rejected)."""

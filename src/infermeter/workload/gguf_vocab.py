@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.workload.tokenizers import TokenizersBacked
 
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
@@ -21,7 +22,7 @@ CONTROL, USER_DEFINED = 3, 4
 
 
 @dataclass
-class GGUFTokenizer:
+class GGUFTokenizer(TokenizersBacked):
     path: Path
     _tok: Any = field(repr=False, default=None)
     _template: str | None = None
@@ -89,12 +90,3 @@ class GGUFTokenizer:
     @property
     def source(self) -> str:
         return f"GGUF file {self.path} (tokenizer.ggml.model gpt2, pre-tokenizer {self._pre})"
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
-
-    def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids, skip_special_tokens=False))
-
-    def chat_template(self) -> str | None:
-        return self._template

@@ -7,15 +7,14 @@ in the declaration so a report can state it (draft 4.3.3).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from infermeter.config_files import read_mapping, validate
 from infermeter.errors import UserError
 from infermeter.workload.distributions import Fixed, LengthDist
 
@@ -151,19 +150,6 @@ def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
 
 def load_spec_file(path: Path) -> WorkloadSpec:
     """Read a custom workload from YAML or JSON, with a one-line error for anything malformed."""
-    if not path.is_file():
-        raise UserError(f"workload file {path} does not exist: give a YAML/JSON workload or a standard name")
-    try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"workload file {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"workload file {path} must hold a mapping with 'name' and 'classes'")
+    data = read_mapping(path, "workload file")
     data.setdefault("name", path.stem)
-    try:
-        return WorkloadSpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise UserError(f"workload file {path}: {where}: {first['msg']}") from None
+    return validate(WorkloadSpec, data, path, "workload file")

@@ -93,8 +93,24 @@ class TiktokenTokenizer:
         return None
 
 
+class TokenizersBacked:
+    """encode / decode / chat_template over a `tokenizers.Tokenizer` held in `_tok` and `_template`."""
+
+    _tok: Any
+    _template: str | None
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False))
+
+    def chat_template(self) -> str | None:
+        return self._template
+
+
 @dataclass
-class HFTokenizer:
+class HFTokenizer(TokenizersBacked):
     """A Hugging Face `tokenizer.json`; a `tokenizer_config.json` beside it supplies the chat template."""
 
     path: Path
@@ -119,15 +135,6 @@ class HFTokenizer:
     @property
     def source(self) -> str:
         return f"Hugging Face tokenizer.json at {self.path}"
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
-
-    def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids, skip_special_tokens=False))
-
-    def chat_template(self) -> str | None:
-        return self._template
 
 
 def resolve_tokenizer(spec: str) -> Tokenizer:
