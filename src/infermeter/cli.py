@@ -707,12 +707,26 @@ def serve(
 
 
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
     try:
-        app()
+        code = app(standalone_mode=False)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        # typer's (vendored click) usage errors: a bad option or value, named in one line
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `infermeter`: typer has printed the help
+                sys.exit(0)
+            hint = f" (see infermeter {exc.ctx.info_name} --help)" if getattr(exc, "ctx", None) else ""  # type: ignore[attr-defined]
+            err.print(f"[bold red]error:[/] {exc.format_message()}{hint}", highlight=False, soft_wrap=True)
+            sys.exit(int(exc.exit_code))  # type: ignore[attr-defined]
+        raise
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ def arrival_spec(kind: str, rate: float | None, burstiness: float = 1.0, time_sc
     try:
         return ArrivalSpec(kind=kind, rate=rate, burstiness=burstiness, time_scale=time_scale)  # type: ignore[arg-type]
     except ValidationError as exc:
-        msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        raise UserError(f"arrival options: {msg}") from None
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        raise UserError(f"arrival options: {f'--{field}: ' if field else ''}{msg}") from None
 
 
 def build_requests(
