@@ -412,6 +412,12 @@ def run(
             "with --api chat)"
         ),
     ] = None,
+    ignore_eos: Annotated[
+        bool,
+        typer.Option(
+            help="ask the server to run every reply to max_tokens (vLLM, llama.cpp; hosted APIs may reject it)"
+        ),
+    ] = True,
     extra_body: Annotated[
         str | None, typer.Option(help='JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'')
     ] = None,
@@ -477,6 +483,7 @@ def run(
         gpu_price_per_hour=gpu_price,
         gpus=gpus,
         extra_body=_json_object(extra_body, "--extra-body") if extra_body else {},
+        ignore_eos=ignore_eos,
     )
     with _target(url, emulator_config, scheduler) as (target_url, sut):
         opts.url, opts.sut = target_url, sut

@@ -24,10 +24,21 @@ def pkey(p: float) -> str:
 
 
 def binom_ppf(a: float, n: int, p: float) -> int:
-    """Smallest k with P(Binomial(n, p) <= k) >= a, searched within 12 standard deviations of the mean."""
-    mean, sd = n * p, np.sqrt(n * p * (1 - p))
-    k = np.arange(max(0, int(mean - 12 * sd) - 2), min(n, int(mean + 12 * sd) + 2) + 1)
-    i = int(np.searchsorted(special.bdtr(k, n, p), a, side="left"))
+    """Smallest k with P(Binomial(n, p) <= k) >= a.
+
+    The Cornish-Fisher estimate lands within a few counts of the answer, so the exact CDF is searched in a
+    small window around it; the full 12-sigma range is the fallback when the window does not bracket it.
+    """
+    mean, sd = n * p, float(np.sqrt(n * p * (1 - p)))
+    z = float(special.ndtri(a))
+    guess = mean + z * sd + (z * z - 1) * (1 - 2 * p) / 6
+    half = 8 + int(0.01 * sd)
+    for lo, hi in ((int(guess) - half, int(guess) + half), (int(mean - 12 * sd) - 2, int(mean + 12 * sd) + 2)):
+        k = np.arange(max(0, lo), min(n, hi) + 1)
+        cdf = special.bdtr(k, n, p)
+        i = int(np.searchsorted(cdf, a, side="left"))
+        if 0 < i < len(k) or (i == 0 and k[0] == 0) or (i == len(k) and k[-1] == n):
+            return int(k[min(i, len(k) - 1)])
     return int(k[min(i, len(k) - 1)])
 
 
