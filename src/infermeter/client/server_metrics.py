@@ -106,13 +106,16 @@ class MetricsSeries:
 
 
 class MetricsScraper:
-    """Polls `{base_url}/metrics` every `interval` seconds while the run goes on."""
+    """Polls `{base_url}/metrics` every `interval` seconds while the run goes on.
+
+    Scrapes are kept as text and parsed when the run ends, so parsing never competes with the send loop."""
 
     def __init__(self, base_url: str, clock: RunClock, interval: float = 1.0) -> None:
         self.url = base_url.rstrip("/") + "/metrics"
         self.clock = clock
         self.interval = interval
         self.data = MetricsSeries()
+        self._raw: list[tuple[float, str]] = []
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -125,9 +128,9 @@ class MetricsScraper:
                     self.data.error = f"HTTP {r.status} from {self.url}"
                     return False
                 text = await r.text()
-            self.data.add(self.clock.now(), text)
+            self._raw.append((self.clock.now(), text))
             return True
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             self.data.failures += 1
             self.data.error = f"{type(exc).__name__}: {exc}"
             return False
@@ -135,7 +138,15 @@ class MetricsScraper:
     async def start(self) -> bool:
         """First scrape; False (and nothing running) when the server has no usable /metrics."""
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
-        if not await self.scrape_once():
+        ok = await self.scrape_once()
+        if ok:
+            try:  # the first scrape is parsed now: an endpoint that is not Prometheus text counts as absent
+                list(text_string_to_metric_families(self._raw[0][1]))
+            except ValueError as exc:
+                ok = False
+                self._raw.clear()
+                self.data.error = f"{self.url} is not Prometheus text: {exc}"
+        if not ok:
             await self._session.close()
             self._session = None
             return False
@@ -154,3 +165,10 @@ class MetricsScraper:
             await self.scrape_once()  # the final state, for counters' deltas
         if self._session is not None:
             await self._session.close()
+        for t, text in self._raw:
+            try:
+                self.data.add(t, text)
+            except ValueError as exc:  # not Prometheus text after all
+                self.data.failures += 1
+                self.data.error = f"unparsable /metrics: {exc}"
+        self._raw.clear()
