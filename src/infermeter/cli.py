@@ -19,7 +19,6 @@ from infermeter.metrics.goodput import parse_slo
 from infermeter.records import SUMMARY, RunInfo, read_records, read_run_info
 from infermeter.report.console import comparison_table, full_report, sim_table
 from infermeter.report.tables import grid
-from infermeter.workload.arrivals import ArrivalKind
 from infermeter.workload.build import arrival_spec, build_requests
 from infermeter.workload.export import write_requests
 
@@ -105,8 +104,6 @@ def workload(
     rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 1.0,
 ) -> None:
     """Write a workload's requests (lengths, classes, prefixes, arrival offsets) to inspect them."""
-    if arrival not in ArrivalKind.__args__:  # type: ignore[attr-defined]
-        raise UserError(f"--arrival must be one of {', '.join(ArrivalKind.__args__)}, got '{arrival}'")  # type: ignore[attr-defined]
     spec = arrival_spec(arrival, rate, burstiness) if rate is not None else None
     reqs, declaration = build_requests(
         requests, seed, workload=None if trace else name, arrivals=spec, trace=trace, rps_scale=rps_scale
@@ -149,8 +146,6 @@ def _workload_requests(
     burstiness: float,
 ):  # type: ignore[no-untyped-def]
     """Requests + declaration from the shared workload/arrival options of sim and sim-sweep."""
-    if arrival not in ArrivalKind.__args__:  # type: ignore[attr-defined]
-        raise UserError(f"--arrival must be one of {', '.join(ArrivalKind.__args__)}, got '{arrival}'")  # type: ignore[attr-defined]
     spec = arrival_spec(arrival, rate, burstiness) if rate is not None else None
     return build_requests(
         n, seed, workload=None if trace else workload, arrivals=spec, trace=trace, rps_scale=rps_scale
@@ -252,6 +247,29 @@ def sim(
     print()
     print(sim_table(summary))
     print(f"\nrun directory: {out}")
+
+
+def _parse_warmup(text: str) -> int:
+    """auto: the draft's rule (-1); off: none (0); N: exactly N warm-up requests."""
+    if text.isdigit():
+        return int(text)
+    warm = {"auto": -1, "off": 0}.get(text.lower())
+    if warm is None:
+        raise UserError(f"--warmup must be auto, off or a number of requests, got '{text}'")
+    return warm
+
+
+def _emulator_config(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+    """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
+    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+    from infermeter.engine.config import SCHEDULERS
+
+    emu = load_emulator_config(path) if path else EmulatorConfig()
+    if scheduler is not None:
+        if scheduler not in SCHEDULERS:
+            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
+        emu.engine.scheduler = scheduler
+    return emu
 
 
 def _json_object(text: str, option: str) -> dict[str, object]:
@@ -442,15 +460,11 @@ def run(
         raise UserError(f"--api must be completions or chat, got '{api}'")
     if rate is not None and concurrency is not None:
         raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
-    if arrival not in ArrivalKind.__args__ or arrival == "trace":  # type: ignore[attr-defined]
-        raise UserError(f"--arrival must be poisson, gamma, constant or uniform, got '{arrival}'")
     if url is None and rate is None and concurrency is None:
         rate = 20.0  # the demo: the emulator at a moderate open-loop load
     if url is not None and rate is None and concurrency is None:
         raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
-    warm = {"auto": -1, "off": 0}.get(warmup.lower()) if not warmup.isdigit() else int(warmup)
-    if warm is None:
-        raise UserError(f"--warmup must be auto, off or a number of requests, got '{warmup}'")
+    warm = _parse_warmup(warmup)
     if deadlines is not None:
         parse_deadlines(deadlines)  # a bad spec fails before anything is sent
     if workload is None and input_tokens is None and output_tokens is None:
@@ -498,15 +512,9 @@ def _target(url: str | None, emulator_config: Path | None, scheduler: str | None
     if url is not None:
         yield url, {}
         return
-    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
     from infermeter.emulator.process import running_emulator
-    from infermeter.engine.config import SCHEDULERS
 
-    emu = load_emulator_config(emulator_config) if emulator_config else EmulatorConfig()
-    if scheduler is not None:
-        if scheduler not in SCHEDULERS:
-            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
-        emu.engine.scheduler = scheduler  # type: ignore[assignment]
+    emu = _emulator_config(emulator_config, scheduler)
     engine = emu.engine
     sut = {
         "emulated": True,
@@ -637,11 +645,7 @@ def capacity(
     from infermeter.suites.slo import parse_capacity_slo
 
     slos = [parse_capacity_slo(s) for s in slo]
-    if arrival not in ("poisson", "gamma", "constant", "uniform"):
-        raise UserError(f"--arrival must be poisson, gamma, constant or uniform, got '{arrival}'")
-    warm = {"auto": -1, "off": 0}.get(warmup.lower()) if not warmup.isdigit() else int(warmup)
-    if warm is None:
-        raise UserError(f"--warmup must be auto, off or a number of requests, got '{warmup}'")
+    warm = _parse_warmup(warmup)
     if workload is None and input_tokens is None and output_tokens is None:
         workload = "synthetic-uniform"
     header = ["Offered req/s", "Achieved req/s", "Output tok/s", *[s.text for s in slos], "Result"]
@@ -700,15 +704,9 @@ def serve(
     """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
     import contextlib
 
-    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
     from infermeter.emulator.server import serve as serve_forever
-    from infermeter.engine.config import SCHEDULERS
 
-    emu = load_emulator_config(config) if config else EmulatorConfig()
-    if scheduler is not None:
-        if scheduler not in SCHEDULERS:
-            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
-        emu.engine.scheduler = scheduler  # type: ignore[assignment]
+    emu = _emulator_config(config, scheduler)
     with contextlib.suppress(KeyboardInterrupt):
         _run_async(serve_forever(emu, host, port))
 

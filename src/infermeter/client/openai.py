@@ -119,6 +119,11 @@ class OpenAIClient:
         if holder is not None:
             holder["sent"] = time.perf_counter()
 
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The shared session, for side requests to the same server (tokenize, models)."""
+        return self._session
+
     async def close(self) -> None:
         await self._session.close()
 

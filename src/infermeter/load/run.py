@@ -25,8 +25,8 @@ from infermeter.workload.arrivals import ArrivalSpec
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter, build_prompt
 from infermeter.workload.spec import Requests
+from infermeter.workload.tokenizers import TiktokenTokenizer, resolve_tokenizer
 from infermeter.workload.tokenizers import declaration as tokenizer_declaration
-from infermeter.workload.tokenizers import resolve_tokenizer
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
@@ -118,7 +118,13 @@ async def _probe(client: OpenAIClient, n: int) -> float | None:
     return rec.token_times[-1] - rec.submitted_at
 
 
-async def warm_up(client: OpenAIClient, opts: RunOptions, pattern: LoadPattern, stats: LiveStats) -> dict[str, Any]:
+async def warm_up(
+    client: OpenAIClient,
+    opts: RunOptions,
+    pattern: LoadPattern,
+    stats: LiveStats,
+    prompter: ExactPrompter | None = None,
+) -> dict[str, Any]:
     """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
     stable.  Nothing of it reaches the records."""
     t0 = time.perf_counter()
@@ -129,9 +135,9 @@ async def warm_up(client: OpenAIClient, opts: RunOptions, pattern: LoadPattern, 
         while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < 100_000:
             n *= 2
             reqs, _ = _workload(opts, n, opts.seed + 1)
-        mean_out = max(float(reqs.output_tokens.mean()), 1.0)
-        n = max(WARMUP_MIN_REQUESTS, int(np.ceil(WARMUP_MIN_TOKENS / mean_out)))
-        reqs = _slice(reqs, n)
+        # the shortest head of the workload with both 100 requests and 10,000 output tokens
+        enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
+        reqs = reqs.head(max(WARMUP_MIN_REQUESTS, enough))
     else:
         reqs, _ = _workload(opts, int(opts.warmup or 0), opts.seed + 1)
     warm_pattern = LoadPattern(
@@ -140,7 +146,8 @@ async def warm_up(client: OpenAIClient, opts: RunOptions, pattern: LoadPattern, 
         barrier=False,
     )
     records: list[RequestRecord] = []
-    await drive(client, list(prepared(reqs, opts.seed + 1, id_offset=10**9)), warm_pattern, records.append, stats)
+    warm_requests = list(prepared(reqs, opts.seed + 1, id_offset=10**9, prompter=prompter))
+    await drive(client, warm_requests, warm_pattern, records.append, stats)
     probes: list[float] = []
     for k in range(1, 11):
         p = await _probe(client, k)
@@ -171,17 +178,6 @@ def _workload(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[str, 
         input_tokens=opts.input_tokens,
         output_tokens=opts.output_tokens,
         arrivals=opts.arrivals,
-    )
-
-
-def _slice(r: Requests, n: int) -> Requests:
-    return Requests(
-        r.request_class[:n],
-        r.input_tokens[:n],
-        r.output_tokens[:n],
-        r.prefix_id[:n],
-        r.prefix_tokens[:n],
-        r.arrival_s[:n] if len(r.arrival_s) else r.arrival_s,
     )
 
 
@@ -279,7 +275,7 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         if opts.warmup:
             warm_stats = LiveStats()
             async with _Display(warm_stats, 0, opts.progress, "warm-up"):
-                warm = await warm_up(client, opts, pattern, warm_stats)
+                warm = await warm_up(client, opts, pattern, warm_stats, prompter)
         info = RunInfo(
             kind="emulated" if opts.sut.get("emulated") else "live",
             sut={"model": model, "url": opts.url, **{k: v for k, v in opts.sut.items() if k != "emulated"}},
@@ -303,7 +299,12 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
         if prompter is not None:
             if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
                 requests_in = list(requests_in)
-            info.prompt_verification = await verify_prompts(client, prompter, reqs, opts.seed)
+            sample = (
+                requests_in[:16]
+                if isinstance(requests_in, list)
+                else list(prepared(reqs.head(16), opts.seed, prompter=prompter))
+            )
+            info.prompt_verification = await verify_prompts(client, prompter, sample)
         writer = RunWriter(opts.out, info)
         stats = LiveStats()
         scraper, sampler = await _start_monitors(opts, clock, info)
@@ -402,8 +403,8 @@ def _tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str,
             "prompts": "whole words (one token each to infermeter's emulator); real servers count their own",
         }
     tok = prompter.tok
-    native = not hasattr(tok, "_enc")  # tiktoken encodings are reference tokenizers (option B)
-    block = tokenizer_declaration(tok, "A" if native else "B")
+    # tiktoken's encodings are reference tokenizers (option B); a model's own vocabulary is native (option A)
+    block = tokenizer_declaration(tok, "B" if isinstance(tok, TiktokenTokenizer) else "A")
     block.update(
         {
             "per_event": counting,
@@ -415,15 +416,15 @@ def _tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str,
 
 
 async def verify_prompts(
-    client: OpenAIClient, prompter: ExactPrompter, reqs: Requests, seed: int, sample: int = 16
+    client: OpenAIClient, prompter: ExactPrompter, sample: list[PreparedRequest]
 ) -> dict[str, Any]:
     """Count a sample of the run's prompts with the server's own tokenizer, when it offers an endpoint."""
     from infermeter.client.tokenize import ServerTokenizer
 
     server = ServerTokenizer(client.config.base_url, client.config.model)
     checked, mismatches, examples = 0, 0, []
-    for req in list(prepared(_slice(reqs, min(sample, len(reqs))), seed, prompter=prompter)):
-        got = await server.count(client._session, prompter.render(req.prompt))
+    for req in sample:
+        got = await server.count(client.session, prompter.render(req.prompt))
         if got is None:
             break
         checked += 1

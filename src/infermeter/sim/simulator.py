@@ -108,11 +108,8 @@ def simulate(
             for r in finished:
                 first_scheduled[r.idx] = r.first_scheduled
                 preemptions[r.idx] = r.preemptions
-            if shared:
-                done += len(finished)
-            else:
-                live[e] -= len(finished)
-                done += len(finished)
+            done += len(finished)
+            live[e] -= len(finished)  # unused for a shared queue
             start(engine, now)
             if shared:  # other idle engines may take what this one left in the shared queue
                 for other in pool:

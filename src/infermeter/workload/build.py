@@ -13,9 +13,14 @@ from infermeter.workload.spec import Requests, generate
 from infermeter.workload.standard import fixed_lengths, resolve
 from infermeter.workload.traces import load_burstgpt
 
+RATE_PROCESSES = ("poisson", "gamma", "constant", "uniform")
+
 
 def arrival_spec(kind: str, rate: float | None, burstiness: float = 1.0, time_scale: float = 1.0) -> ArrivalSpec:
-    """Validate arrival options into a spec, with the fix named in the error."""
+    """Validate rate-driven arrival options into a spec, with the fix named in the error (traces come from
+    --trace, not --arrival)."""
+    if kind not in RATE_PROCESSES:
+        raise UserError(f"--arrival must be one of {', '.join(RATE_PROCESSES)}, got '{kind}'")
     try:
         return ArrivalSpec(kind=kind, rate=rate, burstiness=burstiness, time_scale=time_scale)  # type: ignore[arg-type]
     except ValidationError as exc:

@@ -104,6 +104,18 @@ class Requests:
     def __len__(self) -> int:
         return len(self.input_tokens)
 
+    def head(self, n: int) -> Requests:
+        """The first n requests (all of them when there are fewer)."""
+        arrivals = self.arrival_s[:n] if len(self.arrival_s) else self.arrival_s
+        return Requests(
+            self.request_class[:n],
+            self.input_tokens[:n],
+            self.output_tokens[:n],
+            self.prefix_id[:n],
+            self.prefix_tokens[:n],
+            arrivals,
+        )
+
     def rows(self) -> list[dict[str, Any]]:
         arrivals = self.arrival_s if len(self.arrival_s) == len(self) else np.zeros(len(self))
         return [
