@@ -120,5 +120,16 @@ def test_bad_input_is_one_line_no_traceback(args, message, tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_run_without_url_does_not_fail():
-    assert infermeter("run").returncode == 0
+def test_run_without_url_benchmarks_the_embedded_emulator(tmp_path):
+    """README's first command: no options at all, the emulator started and stopped, the report printed."""
+    p = subprocess.run(
+        [sys.executable, "-m", "infermeter", "run", "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "=== LLM Benchmark Report (Minimum) ===" in p.stdout and "- Request Count: 300" in p.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "records.parquet").is_file() and (run_dir / "summary.json").is_file()
