@@ -23,7 +23,9 @@ import numpy as np
 
 from infermeter.errors import UserError
 from infermeter.metrics.columns import Ragged
+from infermeter.metrics.goodput import UNITS
 from infermeter.metrics.prefill_curve import PrefillCurve
+from infermeter.metrics.statistics import stats
 
 EPS = 1e-9  # seconds: below any clock's resolution, above float error of sums of gaps
 
@@ -201,8 +203,6 @@ class Deadlines:
 
 def parse_deadlines(text: str) -> Deadlines:
     """'ttft=300ms,tbt=25ms[,target=0.9][,slack=50ms]'; ttft=@FILE uses a saved prefill curve."""
-    from infermeter.metrics.goodput import _UNITS
-
     fields: dict[str, str] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, sep, value = item.partition("=")
@@ -219,7 +219,7 @@ def parse_deadlines(text: str) -> Deadlines:
         m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(ms|s|us)?", fields[key])
         if not m:
             raise UserError(f"deadline {key}={fields[key]} is not a duration like 25ms or 0.3s")
-        return float(m.group(1)) * _UNITS[m.group(2) or "ms"]
+        return float(m.group(1)) * UNITS[m.group(2) or "ms"]
 
     curve = None
     ttft = None
@@ -253,8 +253,6 @@ def fluidity_block(
     itl_s: np.ndarray,
 ) -> dict[str, Any]:
     """summary.json's `fluidity` block (see DESIGN.md and the fluidity issue)."""
-    from infermeter.metrics.statistics import stats
-
     keep = ok & (token_times.lengths > 0)
     t = request_gaps(token_times, submitted_at, keep)
     if deadlines.ttft is None and deadlines.curve is None:  # no first-token deadline: decode deadlines only

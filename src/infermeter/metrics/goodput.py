@@ -14,7 +14,7 @@ import numpy as np
 from infermeter.errors import UserError
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
-_UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
+UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
 _SLO_ITEM = re.compile(r"^\s*(\w+)\s*[=:<]\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
 
 
@@ -28,7 +28,7 @@ def parse_slo(text: str) -> dict[str, float]:
         name, value, unit = m.group(1).lower(), float(m.group(2)), m.group(3) or "ms"
         if name not in SLO_METRICS:
             raise UserError(f"SLO metric '{name}' is unknown: use {', '.join(SLO_METRICS)}")
-        out[name] = value * _UNITS[unit]
+        out[name] = value * UNITS[unit]
     return out
 
 
