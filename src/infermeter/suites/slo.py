@@ -8,9 +8,8 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.metrics.fluidity import Deadlines, parse_deadlines
-from infermeter.metrics.goodput import SLO_METRICS, parse_slo
+from infermeter.metrics.goodput import SLO_METRICS, UNITS, parse_slo
 
-_UNITS = {"ms": 1.0, "s": 1000.0, "us": 0.001}
 _BOUND = re.compile(
     r"^(ttft|tpot|itl|e2e):(p50|p90|p95|p99|p99\.9|mean|max)\s*(<=|<)\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?$"
 )
@@ -56,7 +55,7 @@ def parse_capacity_slo(text: str) -> Slo:
     m = _BOUND.match(t)
     if m:
         metric, stat, _, num, unit = m.groups()
-        return Slo(t, "bound", metric, stat, float(num) * _UNITS[unit or "ms"])
+        return Slo(t, "bound", metric, stat, float(num) * UNITS[unit or "ms"] * 1000.0)
     head, _, rest = t.partition(":")
     items = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
     if head == "fluidity":
