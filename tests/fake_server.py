@@ -88,6 +88,19 @@ class FakeServer:
                     times.append(time.perf_counter())
             self.truth[key] = times
             await resp.write(b"data: [DONE]\n\n")
+        elif mode == "servertimes":
+            # server times on a reference 30 ms before this request arrived, as a server behind a queue would count
+            ref = t0 - 0.030
+            start, times = time.perf_counter() - ref, []
+            for k in range(4):
+                await at(0.010 * (k + 1))
+                await event(f" t{k}", k + 1)
+                times.append(time.perf_counter())
+            self.truth[key] = times
+            offsets = [round(t - ref, 6) for t in times]
+            extra = {"server_token_times": offsets, "response_start": round(start, 6)}
+            await resp.write(b"data: " + orjson.dumps({"choices": [], "infermeter": extra}) + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
         elif mode == "reset":
             await event(" a")
             await event(" b")

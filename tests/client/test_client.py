@@ -48,6 +48,16 @@ async def test_ttft_and_every_itl_within_1ms_of_truth(server):
         assert rec.output_tokens == 6 and rec.input_tokens == 3  # from the server's usage
 
 
+async def test_server_times_are_anchored_where_both_sides_saw_the_response_start(server):
+    client, clock = client_for(server.url)
+    rec = await client.send(req(0, "servertimes s0"), clock.now())
+    await client.close()
+    assert rec.status == "ok", rec.error
+    truth = np.asarray(server.truth["s0"]) - clock.t0
+    # the server counts from 30 ms before the request arrived; anchoring on the response headers cancels that
+    assert np.all(np.abs(np.asarray(rec.server_token_times) - truth) < 0.001), rec.server_token_times - truth
+
+
 def test_sse_parser_handles_split_lines_comments_and_fields():
     p = SSEParser()
     assert p.feed(b'data: {"a"') == []

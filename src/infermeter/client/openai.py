@@ -85,6 +85,8 @@ class _Stream:
     usage_completion: int | None = None
     usage_prompt: int | None = None
     server_offsets: list[float] | None = None
+    server_response_start: float | None = None  # server offset at which it sent the response headers
+    headers_at: float | None = None  # run-clock time the client received the response headers
     done: bool = False
     cumulative: int | None = None  # continuous usage stats: completion tokens so far
 
@@ -172,6 +174,7 @@ class OpenAIClient:
                     async with self._session.post(
                         self.config.endpoint, data=payload, headers=self._headers, trace_request_ctx=trace_ctx
                     ) as resp:
+                        stream.headers_at = self.clock.now()
                         rec.submitted_at = self.clock.at(trace_ctx.get("sent", time.perf_counter()))
                         if resp.status != 200:
                             text = (await resp.text(errors="replace"))[:300].replace("\n", " ")
@@ -212,11 +215,15 @@ class OpenAIClient:
         rec.chunk_tokens = stream.chunk_tokens
         rec.token_times = [t for t, k in zip(stream.chunk_times, stream.chunk_tokens, strict=True) for _ in range(k)]
         received = len(rec.token_times)
+        anchor = rec.submitted_at
+        if stream.server_response_start is not None and stream.headers_at is not None:
+            # both sides saw the response headers leave/arrive: anchoring there cancels the request's upload time
+            anchor = stream.headers_at - stream.server_response_start
         rec.output_tokens = stream.usage_completion if stream.usage_completion is not None else received
         if stream.usage_prompt is not None:
             rec.input_tokens = stream.usage_prompt
         if stream.server_offsets is not None and len(stream.server_offsets) == received:
-            rec.server_token_times = [rec.submitted_at + off for off in stream.server_offsets]
+            rec.server_token_times = [anchor + off for off in stream.server_offsets]
 
     async def _read(
         self,
@@ -258,6 +265,8 @@ class OpenAIClient:
         extra = event.get("infermeter")
         if isinstance(extra, dict) and isinstance(extra.get("server_token_times"), list):
             stream.server_offsets = [float(x) for x in extra["server_token_times"]]
+            start = extra.get("response_start")
+            stream.server_response_start = float(start) if isinstance(start, int | float) else None
         delta_usage: int | None = None
         if isinstance(usage, dict):
             if isinstance(usage.get("completion_tokens"), int):

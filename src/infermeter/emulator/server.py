@@ -294,6 +294,7 @@ class Emulator:
         assert self.engine is not None
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        headers_sent = time.perf_counter()
         created = int(time.time())
         model = self.config.model
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -343,6 +344,7 @@ class Emulator:
                 "choices": [],
                 "infermeter": {
                     "server_token_times": [round(t - received, 6) for t in times],
+                    "response_start": round(headers_sent - received, 6),
                     "cached_tokens": handle.req.cached,
                 },
             }
