@@ -2,18 +2,13 @@
 
 import csv
 import re
-import subprocess
-import sys
 
 import orjson
 import pytest
 
 from infermeter.records import RunInfo, write_records
+from tests.cli import infermeter, report_json
 from tests.contract import STATS_KEYS, SUMMARY_KEYS
-
-
-def infermeter(*args):
-    return subprocess.run([sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, check=False)
 
 
 @pytest.fixture
@@ -44,56 +39,27 @@ def test_report_prints_the_drafts_tables(run_dir):
 
 
 def test_report_json_is_the_summary_contract(run_dir):
-    p = infermeter("report", str(run_dir), "--json")
-    assert p.returncode == 0, p.stderr
-    s = orjson.loads(p.stdout)
+    s = report_json(run_dir)
     assert set(s) >= SUMMARY_KEYS and set(s["ttft_ms"]) >= STATS_KEYS
     assert set(s["requests"]) >= {"total", "ok", "failed", "success_rate"}
     assert set(s["throughput"]) == {"output_tok_s", "input_tok_s", "req_s"}
     assert s["goodput"]["slo"] == {"ttft": 250.0}
     assert s["ttft_ms"]["p50"] == pytest.approx(100.0)
-    a = orjson.loads(infermeter("report", str(run_dir), "--json", "--itl-option", "A").stdout)
+    a = report_json(run_dir, "--itl-option", "A")
     assert a["itl_ms"]["n"] == 3 and a["itl_option"] == "A"
 
 
 def test_workload_writes_requests(tmp_path):
-    out = tmp_path / "w.csv"
-    p = infermeter(
-        "workload",
-        "synthetic-skewed",
-        "--requests",
-        "50",
-        "--seed",
-        "3",
-        "--out",
-        str(out),
-        "--rate",
-        "5",
-        "--arrival",
-        "gamma",
-        "--burstiness",
-        "0.5",
-    )
+    def draw(out):
+        args = ["synthetic-skewed", "--requests", "50", "--seed", "3", "--rate", "5", "--arrival", "gamma"]
+        return infermeter("workload", *args, "--burstiness", "0.5", "--out", str(out))
+
+    out, again = tmp_path / "w.csv", tmp_path / "w2.csv"
+    p = draw(out)
     assert p.returncode == 0, p.stderr
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 50 and float(rows[0]["arrival_s"]) == 0.0 and float(rows[-1]["arrival_s"]) > 0
-    again = tmp_path / "w2.csv"
-    infermeter(
-        "workload",
-        "synthetic-skewed",
-        "--requests",
-        "50",
-        "--seed",
-        "3",
-        "--out",
-        str(again),
-        "--rate",
-        "5",
-        "--arrival",
-        "gamma",
-        "--burstiness",
-        "0.5",
-    )
+    draw(again)
     assert out.read_text() == again.read_text()
     j = tmp_path / "w.json"
     assert infermeter("workload", "conversation", "-n", "5", "--out", str(j)).returncode == 0
@@ -112,9 +78,7 @@ def test_workload_writes_requests(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_no_traceback(args, message, tmp_path):
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
+    p = infermeter(*args, cwd=tmp_path)
     assert p.returncode == 2
     assert message in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
@@ -122,13 +86,7 @@ def test_bad_input_is_one_line_no_traceback(args, message, tmp_path):
 
 def test_run_without_url_benchmarks_the_embedded_emulator(tmp_path):
     """README's first command: no options at all, the emulator started and stopped, the report printed."""
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "run", "--no-progress"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-    )
+    p = infermeter("run", "--no-progress", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "=== LLM Benchmark Report (Minimum) ===" in p.stdout and "- Request Count: 300" in p.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()

@@ -19,6 +19,7 @@ import pytest
 
 from infermeter.metrics import RecordColumns
 from infermeter.records import read_records, read_run_info
+from tests.cli import infermeter
 
 REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
 # SmolLM2's end tokens (<|endoftext|> 0, <|im_end|> 2) banned so every reply runs to max_tokens
@@ -118,13 +119,7 @@ def test_exact_length_prompts_as_counted_by_llama_cpp(llama, chat):
 
 
 def run(*args):
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "run", "--no-progress", "--warmup", "off", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    p = infermeter("run", "--no-progress", "--warmup", "off", *args)
     assert p.returncode == 0, p.stderr[-2000:]
     return p
 

@@ -13,6 +13,7 @@ import pytest
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.metrics import RecordColumns
 from infermeter.records import read_records, read_run_info
+from tests.cli import infermeter
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +23,7 @@ def fast_emulator():
 
 
 def run_cli(*args, timeout=240):
-    return subprocess.run(
-        [sys.executable, "-m", "infermeter", "run", "--no-progress", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return infermeter("run", "--no-progress", *args, timeout=timeout)
 
 
 def test_open_loop_run_with_the_drafts_warmup(fast_emulator, tmp_path):

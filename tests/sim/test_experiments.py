@@ -1,32 +1,12 @@
 import csv
-import subprocess
-import sys
 
 from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV
+from tests.cli import infermeter
 
 
 def sweep(out, *extra):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infermeter",
-            "sim-sweep",
-            "--out",
-            str(out),
-            "--requests",
-            "300",
-            "--gpus",
-            "1,2",
-            "--bins",
-            "1,4",
-            "--rate",
-            "10",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    return infermeter(
+        "sim-sweep", "--out", out, "--requests", "300", "--gpus", "1,2", "--bins", "1,4", "--rate", "10", *extra
     )
 
 

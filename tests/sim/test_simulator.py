@@ -1,10 +1,6 @@
 """The simulator against closed-form cases, the schedulers' relative standing, and run directories."""
 
-import subprocess
-import sys
-
 import numpy as np
-import orjson
 import pytest
 
 from infermeter.engine.config import EngineConfig
@@ -14,6 +10,7 @@ from infermeter.records import read_records
 from infermeter.sim import simulate, write_sim_run
 from infermeter.workload import STANDARD, ArrivalSpec, arrival_offsets, generate
 from infermeter.workload.spec import Requests
+from tests.cli import infermeter, report_json
 
 
 def requests(prompts, outputs, arrivals=None):
@@ -128,16 +125,10 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
     assert 0 < summary["sim"]["gpu_utilization"] <= 1
     cols = RecordColumns.from_table(read_records(run))
     assert cols.n == 500 and (cols.output_tokens == r.output_tokens).all()
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "report", str(run)], capture_output=True, text=True, check=False
-    )
+    p = infermeter("report", run)
     assert p.returncode == 0, p.stderr
     assert "Table 1: TTFT Results" in p.stdout and "Simulated engine (seeds/004 metrics)" in p.stdout
-    j = orjson.loads(
-        subprocess.run(
-            [sys.executable, "-m", "infermeter", "report", str(run), "--json"], capture_output=True, check=True
-        ).stdout
-    )
+    j = report_json(run)
     assert j["itl_ms"]["p99"] == pytest.approx(summary["itl_ms"]["p99"]) and "sim" in j
 
 
@@ -150,13 +141,7 @@ def test_endpoints_mode_keeps_the_same_summary(tmp_path):
         for stat in ("n", "mean", "p50", "p99", "max"):
             assert ends[key][stat] == pytest.approx(full[key][stat], rel=1e-9), (key, stat)
     assert read_records(tmp_path / "ends").column("token_times").combine_chunks().value_lengths().to_numpy().max() == 2
-    j = orjson.loads(
-        subprocess.run(
-            [sys.executable, "-m", "infermeter", "report", str(tmp_path / "ends"), "--json"],
-            capture_output=True,
-            check=True,
-        ).stdout
-    )
+    j = report_json(tmp_path / "ends")
     assert j["itl_ms"]["p99"] == pytest.approx(full["itl_ms"]["p99"])
 
 
@@ -164,33 +149,12 @@ def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path)
     runs = []
     for name in ("continuous", "chunked_prefill"):
         run = tmp_path / name
-        p = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "infermeter",
-                "sim",
-                "--scheduler",
-                name,
-                "--requests",
-                "1500",
-                "--rate",
-                "20",
-                "--seed",
-                "1",
-                "--out",
-                str(run),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        p = infermeter("sim", "--scheduler", name, "--requests", "1500", "--rate", "20", "--seed", "1", "--out", run)
         assert p.returncode == 0, p.stderr
         assert "Simulated engine (seeds/004 metrics)" in p.stdout and f"run directory: {run}" in p.stdout
         runs.append(run)
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "report", *map(str, runs)], capture_output=True, text=True, check=True
-    )
+    p = infermeter("report", *runs)
+    assert p.returncode == 0, p.stderr
     assert "Run comparison" in p.stdout
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("| ITL P99"))
     cont, chunk = (float(c.strip().split()[0]) for c in line.split("|")[2:4])
@@ -198,12 +162,7 @@ def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path)
 
 
 def test_sim_cli_rejects_bad_options(tmp_path):
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "sim", "--scheduler", "fifo", "--out", str(tmp_path / "x")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    p = infermeter("sim", "--scheduler", "fifo", "--out", tmp_path / "x")
     assert p.returncode == 2 and "--scheduler must be one of" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -215,27 +174,8 @@ def test_sim_replays_a_burstgpt_trace_with_rps_scaling(tmp_path):
     trace = tmp_path / "burst.csv"
     trace.write_text("\n".join(lines) + "\n")
     run = tmp_path / "run"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infermeter",
-            "sim",
-            "--trace",
-            str(trace),
-            "--rps-scale",
-            "100",
-            "--requests",
-            "300",
-            "--scheduler",
-            "multi_bin_dynamic",
-            "--out",
-            str(run),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    scaled = ("--trace", trace, "--rps-scale", "100", "--requests", "300")
+    p = infermeter("sim", *scaled, "--scheduler", "multi_bin_dynamic", "--out", run)
     assert p.returncode == 0, p.stderr
     cols = RecordColumns.from_table(read_records(run))
     # arrivals replay the trace compressed 100x

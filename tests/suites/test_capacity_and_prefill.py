@@ -1,8 +1,6 @@
 """Capacity search (closed form with a fake server, then live against the emulator) and prefill profiling."""
 
 import asyncio
-import subprocess
-import sys
 
 import orjson
 import pytest
@@ -17,6 +15,7 @@ from infermeter.suites.capacity import evaluate, search
 from infermeter.suites.prefill import profile_prefill
 from infermeter.suites.slo import parse_capacity_slo
 from infermeter.workload.build import arrival_spec
+from tests.cli import infermeter
 
 
 def fake_probe(knee: float, calls: list[float]):
@@ -99,39 +98,9 @@ def test_capacity_against_the_emulator_matches_a_manual_sweep(tmp_path):
     cfg = tmp_path / "emu.json"
     cfg.write_text(EMU.model_dump_json())
     out = tmp_path / "cap"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infermeter",
-            "capacity",
-            "--slo",
-            SLO,
-            "--emulator-config",
-            str(cfg),
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "32",
-            "--requests",
-            "150",
-            "--arrival",
-            "constant",
-            "--start-rate",
-            "16",
-            "--warmup",
-            "10",
-            "--tolerance",
-            "0.05",
-            "--no-progress",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    load = ("--input-tokens", "32", "--output-tokens", "32", "--requests", "150", "--arrival", "constant")
+    search = ("--start-rate", "16", "--warmup", "10", "--tolerance", "0.05", "--no-progress")
+    p = infermeter("capacity", "--slo", SLO, "--emulator-config", cfg, *load, *search, "--out", out, timeout=600)
     assert p.returncode == 0, p.stderr
     result = orjson.loads((out / "capacity.json").read_bytes())
     cap = result["capacity_req_s"]

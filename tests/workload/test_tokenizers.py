@@ -13,6 +13,7 @@ from infermeter.errors import UserError
 from infermeter.workload import tokenizers as tk
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.tokenizers import resolve_tokenizer
+from tests.cli import infermeter
 
 
 def test_shipped_encodings_load_with_the_network_unavailable():
@@ -121,19 +122,10 @@ def test_exact_length_under_smollm2_gguf_vocabulary_with_its_chat_template():
 
 
 def test_prompt_cli_prints_json():
-    p = subprocess.run(
-        [sys.executable, "-m", "infermeter", "prompt", "--tokenizer", "cl100k_base", "--tokens", "77", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    p = infermeter("prompt", "--tokenizer", "cl100k_base", "--tokens", "77", "--json")
+    assert p.returncode == 0, p.stderr
     out = orjson.loads(p.stdout)
     assert out["tokens"] == 77 and out["tokenizer"] == "cl100k_base"
     assert len(resolve_tokenizer("cl100k_base").encode(out["prompt"])) == 77
-    bad = subprocess.run(
-        [sys.executable, "-m", "infermeter", "prompt", "--tokenizer", "cl100k_base", "--tokens", "10", "--chat"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = infermeter("prompt", "--tokenizer", "cl100k_base", "--tokens", "10", "--chat")
     assert bad.returncode == 2 and "no chat template" in bad.stderr
