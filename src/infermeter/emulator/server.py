@@ -101,46 +101,24 @@ class Emulator:
         )
         self.rng = np.random.default_rng(config.seed)
         self.registry = CollectorRegistry()
-        lbl = ["model_name"]
-        m = config.model
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds",
-            "Time to first token.",
-            lbl,
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        ).labels(m)
-        self.itl = Histogram(
-            "vllm:inter_token_latency_seconds",
-            "Inter-token latency.",
-            lbl,
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        ).labels(m)
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds",
-            "End-to-end request latency.",
-            lbl,
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        ).labels(m)
-        self.prompt_tokens = Counter(
-            "vllm:prompt_tokens", "Prefill tokens processed.", lbl, registry=self.registry
-        ).labels(m)
-        self.generation_tokens = Counter(
-            "vllm:generation_tokens", "Generation tokens processed.", lbl, registry=self.registry
-        ).labels(m)
-        self.requests_ok = Counter("vllm:request_success", "Finished requests.", lbl, registry=self.registry).labels(m)
-        self.prefix_queries = Counter(
-            "vllm:prefix_cache_queries", "Prefix-cache tokens queried.", lbl, registry=self.registry
-        ).labels(m)
-        self.prefix_hits = Counter(
-            "vllm:prefix_cache_hits", "Prefix-cache tokens hit.", lbl, registry=self.registry
-        ).labels(m)
+        reg, m = self.registry, config.model
+
+        def histogram(name: str, doc: str) -> Any:
+            return Histogram(name, doc, ["model_name"], buckets=LATENCY_BUCKETS, registry=reg).labels(m)
+
+        def counter(name: str, doc: str) -> Any:
+            return Counter(name, doc, ["model_name"], registry=reg).labels(m)
+
+        self.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token.")
+        self.itl = histogram("vllm:inter_token_latency_seconds", "Inter-token latency.")
+        self.e2e = histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.")
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
+        self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
+        self.requests_ok = counter("vllm:request_success", "Finished requests.")
+        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix-cache tokens queried.")
+        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix-cache tokens hit.")
         self._preemptions_seen = 0
-        self.preemptions = Counter(
-            "vllm:num_preemptions", "Preemptions (recompute).", lbl, registry=self.registry
-        ).labels(m)
+        self.preemptions = counter("vllm:num_preemptions", "Preemptions (recompute).")
 
     # ----- app wiring
 
