@@ -3,38 +3,67 @@
 Records are appended to an Arrow IPC journal as requests finish, flushed every 2 s (or 4096 records), so a run
 that is interrupted keeps everything, and even a killed one keeps every request finished before the last flush.
 Flushes are batched that coarsely on purpose: at 500 req/s, flushing every few records added ~3 ms to the p99
-send lag of the open-loop driver.  Closing the run turns the journal into `records.parquet`; reading a run
-directory whose run never closed recovers from the journal.
+send lag of the open-loop driver.  Every request is also written to a small ledger (`sent.ledger`, 24 bytes) the
+moment it is sent, so a run whose process was killed still accounts for every request it sent: those without a
+record come back as "cancelled: outcome not recorded".  Closing the run turns the journal into `records.parquet`;
+reading a run directory whose run never closed recovers from the journal and the ledger.
+
+A failed request's `error` is "<reason>: <detail>", the reason taken from a short vocabulary (`failure`), so that
+summaries count failures by reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infermeter import __version__
 from infermeter.errors import UserError
+from infermeter.secrets import redact, redact_deep
 
 RUN_JSON = "run.json"
 RECORDS = "records.parquet"
 JOURNAL = "records.journal.arrows"
+LEDGER = "sent.ledger"
 SUMMARY = "summary.json"
 
 Status = Literal["ok", "error", "timeout", "cancelled"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "cancelled")
+NOT_RECORDED = "outcome not recorded"  # sent (the ledger says so) but the process ended before its record was written
+DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def failure(reason: str, detail: str = "") -> str:
+    """A record's error text: a reason from a short vocabulary, then what a person needs to know."""
+    return f"{reason}: {detail}" if detail else reason
+
+
+def failure_reason(error: str) -> str:
+    """The reason part of a record's error text (what summaries count failures by)."""
+    return error.split(": ", 1)[0] if error else ""
+
+
+def disk_trouble(exc: OSError) -> str:
+    """One line saying why a write to the run directory failed."""
+    if exc.errno in DISK_ERRNOS:
+        return f"the run directory's disk is full ({os.strerror(exc.errno or 0)})"
+    return f"the run directory cannot be written ({exc.strerror or exc})"
 
 
 @dataclass(slots=True)
@@ -103,6 +132,7 @@ class RunInfo(BaseModel):
     slo: dict[str, float] = Field(default_factory=dict)
     software: dict[str, str] = Field(default_factory=lambda: software_versions())
     notes: list[str] = Field(default_factory=list)
+    stopped: str | None = None  # why the run ended before its plan ("interrupted", "terminated", a disk failure)
 
 
 def wall_clock_iso(t: float | None = None) -> str:
@@ -120,67 +150,158 @@ def software_versions() -> dict[str, str]:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically: a reader never sees half a file."""
+    """Write JSON atomically (a reader never sees half a file), with every secret masked."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(orjson.dumps(redact_deep(data), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether a directory already holds a run (or the start of one) that writing there would overwrite."""
+    return any((run_dir / name).exists() for name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY))
+
+
+def claim_run_dir(run_dir: Path, info: RunInfo) -> None:
+    """Create a run directory and write its run.json, before anything is measured.  Refuses a directory that
+    already holds a run, and a place that cannot be written, with a one-line error."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--out {run_dir} is a file: give a directory for the run")
+    if holds_run(run_dir):
+        raise UserError(f"--out {run_dir} already holds a run: choose a new directory or remove that one")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_run_info(run_dir, info)
+    except OSError as exc:
+        raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+
+
+LEDGER_DTYPE = np.dtype(
+    [("request_id", "<i8"), ("scheduled_at", "<f8"), ("input_tokens", "<i4"), ("max_tokens", "<i4")]
+)
 
 
 class RunWriter:
-    """Appends records to a run directory as requests finish; `close()` seals them into records.parquet."""
+    """Appends records to a run directory as requests finish; `close()` seals them into records.parquet.
 
-    def __init__(self, run_dir: Path, info: RunInfo, flush_every: int = 4096, flush_interval_s: float = 2.0) -> None:
+    A write that fails (the disk is full, a file-size limit) does not raise: the writer keeps later records in
+    memory, says why in `failure`, and calls `on_failure` once so the run can stop sending.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        info: RunInfo,
+        flush_every: int = 4096,
+        flush_interval_s: float = 2.0,
+        on_failure: Callable[[str], None] | None = None,
+        claimed: bool = False,
+    ) -> None:
+        """`claimed`: the caller already made the directory with `claim_run_dir` (before its warm-up)."""
         self.run_dir = run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if (run_dir / RECORDS).exists() or (run_dir / JOURNAL).exists():
-            raise UserError(f"{run_dir} already holds a run: choose a new --out directory or remove it")
+        if not claimed:
+            claim_run_dir(run_dir, info)
         self.info = info
-        write_run_info(run_dir, info)
-        self._sink = pa.OSFile(str(run_dir / JOURNAL), "wb")
-        self._stream = pa.ipc.new_stream(self._sink, SCHEMA)
+        self.on_failure = on_failure
+        self.failure: str | None = None
+        self.unwritten: list[RequestRecord] = []
         self._pending: list[RequestRecord] = []
         self._flush_every = flush_every
         self._flush_interval = flush_interval_s
         self._last_flush = time.monotonic()
         self.count = 0
         self.closed = False
+        try:
+            write_run_info(run_dir, info)
+            self._sink = pa.OSFile(str(run_dir / JOURNAL), "wb")
+            self._stream = pa.ipc.new_stream(self._sink, SCHEMA)
+            self._ledger = os.open(run_dir / LEDGER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+
+    def sent(self, request_id: int, scheduled_at: float, input_tokens: int, max_tokens: int) -> None:
+        """Note a request the moment it is sent (a killed run still accounts for it)."""
+        if self.failure is not None:
+            return
+        entry = np.array([(request_id, scheduled_at, input_tokens, max_tokens)], dtype=LEDGER_DTYPE)
+        try:
+            os.write(self._ledger, entry.tobytes())
+        except OSError as exc:
+            self._failed(exc)
 
     def append(self, record: RequestRecord) -> None:
-        self._pending.append(record)
+        if record.error:
+            record.error = redact(record.error)
         self.count += 1
+        if self.failure is not None:
+            self.unwritten.append(record)
+            return
+        self._pending.append(record)
         if len(self._pending) >= self._flush_every or time.monotonic() - self._last_flush >= self._flush_interval:
             self.flush()
 
     def extend(self, table: pa.Table) -> None:
         """Append records already in columnar form (the simulator writes whole batches)."""
         self.flush()
-        self._stream.write_table(table.select(SCHEMA.names).cast(SCHEMA))
-        self._sink.flush()
+        try:
+            self._stream.write_table(table.select(SCHEMA.names).cast(SCHEMA))
+            self._sink.flush()
+        except OSError as exc:
+            self._failed(exc)
+            raise UserError(f"--out {self.run_dir}: {self.failure}") from None
         self.count += table.num_rows
 
     def flush(self) -> None:
-        if self._pending:
-            self._stream.write_table(records_to_table(self._pending))
-            self._sink.flush()
+        if self._pending and self.failure is None:
+            try:
+                self._stream.write_table(records_to_table(self._pending))
+                self._sink.flush()
+            except OSError as exc:
+                self._failed(exc)
+                self.unwritten.extend(self._pending)
             self._pending.clear()
         self._last_flush = time.monotonic()
 
+    def _failed(self, exc: OSError) -> None:
+        if self.failure is None:
+            self.failure = disk_trouble(exc)
+            if self.on_failure is not None:
+                self.on_failure(self.failure)
+
     def close(self, summary: dict[str, Any] | None = None) -> pa.Table:
-        """Seal the journal into records.parquet (and write summary.json when given); returns the records."""
+        """Seal the journal into records.parquet (and write summary.json when given); returns the records, those
+        a failed disk could not take included."""
         if self.closed:
             return read_records(self.run_dir)
         self.flush()
-        self._stream.close()
-        self._sink.close()
-        table = _read_journal(self.run_dir / JOURNAL)
-        tmp = self.run_dir / (RECORDS + ".tmp")
-        pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
-        os.replace(tmp, self.run_dir / RECORDS)
-        (self.run_dir / JOURNAL).unlink()
-        write_run_info(self.run_dir, self.info)
-        if summary is not None:
-            write_summary(self.run_dir, summary)
         self.closed = True
+        with contextlib.suppress(OSError):
+            self._stream.close()
+        with contextlib.suppress(OSError):
+            self._sink.close()
+        os.close(self._ledger)
+        table = _read_journal(self.run_dir / JOURNAL)
+        if self.unwritten:
+            table = pa.concat_tables([table, records_to_table(self.unwritten)])
+        if self.failure is not None:
+            return table  # the journal stays as it is: `report` reads it
+        try:
+            tmp = self.run_dir / (RECORDS + ".tmp")
+            pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
+            os.replace(tmp, self.run_dir / RECORDS)
+            (self.run_dir / JOURNAL).unlink()
+            (self.run_dir / LEDGER).unlink()
+            write_run_info(self.run_dir, self.info)
+            if summary is not None:
+                write_summary(self.run_dir, summary)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                (self.run_dir / (RECORDS + ".tmp")).unlink()
+            self._failed(exc)
         return table
 
     def __enter__(self) -> RunWriter:
@@ -201,7 +322,7 @@ def _read_journal(path: Path) -> pa.Table:
                     batches.append(reader.read_next_batch())
                 except StopIteration:
                     break
-    except (pa.ArrowInvalid, OSError):
+    except (pa.ArrowException, OSError):
         pass  # a torn tail: keep the batches read before it
     return pa.Table.from_batches(batches, schema=SCHEMA)
 
@@ -220,28 +341,69 @@ def read_run_info(run_dir: Path) -> RunInfo:
         raise UserError(f"{run_dir} is not a run directory: it has no {RUN_JSON}")
     try:
         return RunInfo.model_validate(orjson.loads(path.read_bytes()))
-    except (orjson.JSONDecodeError, ValueError) as exc:
-        raise UserError(f"{path} is not a valid run description: {str(exc).splitlines()[0]}") from None
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{path} is not a valid run description: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+        raise UserError(f"{path} is not a valid run description: {where}: {first['msg']}") from None
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror})") from None
 
 
 def read_records(run_dir: Path) -> pa.Table:
-    """The run's records: records.parquet, or what the journal of an unfinished run holds."""
+    """The run's records: records.parquet, or what the journal of an unfinished run holds, plus a "cancelled:
+    outcome not recorded" record for every request its ledger says was sent but no record covers."""
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} does not exist")
     parquet = run_dir / RECORDS
     if parquet.is_file():
         try:
             table = pq.read_table(parquet)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise UserError(f"{parquet} is unreadable: {str(exc).splitlines()[0]}") from None
-        missing = [n for n in SCHEMA.names if n not in table.column_names]
-        if missing:
-            raise UserError(f"{parquet} lacks the record field(s) {', '.join(missing)}")
-        return table.select(SCHEMA.names).cast(SCHEMA)
+            missing = [n for n in SCHEMA.names if n not in table.column_names]
+            if missing:
+                raise UserError(f"{parquet} lacks the record field(s) {', '.join(missing)}: it is not infermeter's")
+            return table.select(SCHEMA.names).cast(SCHEMA)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UserError(f"{parquet} is unreadable ({reason}): the run's records are damaged") from None
     journal = run_dir / JOURNAL
     if journal.is_file():
-        return _read_journal(journal)
+        table = _read_journal(journal)
+        return pa.concat_tables([table, _unrecorded(run_dir, table)])
     raise UserError(f"{run_dir} holds no records ({RECORDS} is missing)")
+
+
+def is_sealed(run_dir: Path) -> bool:
+    """Whether the run closed normally (its records were sealed into records.parquet)."""
+    return (run_dir / RECORDS).is_file()
+
+
+def _unrecorded(run_dir: Path, table: pa.Table) -> pa.Table:
+    """Records for requests the ledger has but the journal lacks (the process ended before writing them)."""
+    path = run_dir / LEDGER
+    if not path.is_file():
+        return table.slice(0, 0)
+    raw = path.read_bytes()
+    sent = np.frombuffer(raw[: len(raw) - len(raw) % LEDGER_DTYPE.itemsize], dtype=LEDGER_DTYPE)
+    have = set(table.column("request_id").to_pylist())
+    lost = [
+        RequestRecord(
+            request_id=int(e["request_id"]),
+            input_tokens=int(e["input_tokens"]),
+            max_tokens=int(e["max_tokens"]),
+            scheduled_at=float(e["scheduled_at"]),
+            status="cancelled",
+            error=failure(
+                NOT_RECORDED,
+                f"sent at {float(e['scheduled_at']):.3f} s; the client process ended (killed or crashed) before "
+                "this request's record was written",
+            ),
+        )
+        for e in sent
+        if int(e["request_id"]) not in have
+    ]
+    return records_to_table(lost)
 
 
 def write_records(run_dir: Path, info: RunInfo, records: list[RequestRecord] | pa.Table) -> pa.Table:
