@@ -1,14 +1,24 @@
-"""A test server in a background thread that streams SSE at exactly known times and fails on request.
+"""A test server that streams SSE at exactly known times and fails on request, in its own process.
 
-The first word of the prompt picks the behaviour; every event's write time (time.perf_counter) is kept so
-tests can hold the client's timestamps against the truth.
+The first word of the prompt picks the behaviour, the second names the request; for every event the server keeps
+time.perf_counter() just before and just after writing it, and serves them at GET /truth/NAME.  perf_counter is
+CLOCK_MONOTONIC, one clock for every process on the machine, so tests hold the client's timestamps against these.
+The server runs in a separate process: a thread in the test process would share its GIL, and a server stamp taken
+after a write could then lag the client's receipt of the same bytes by a whole GIL switch interval (5 ms).
+
+Run as `python -m tests.fake_server`; it prints "listening on PORT".
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import json
+import os
+import subprocess
+import sys
 import time
+import urllib.request
+from pathlib import Path
 
 import orjson
 from aiohttp import web
@@ -24,80 +34,84 @@ TIMED = [
     (0.090, " d e", 2),
     (0.130, " f", 1),
 ]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class FakeServer:
+    """The server process, seen from a test: its URL, the truth it kept, and how to stop it."""
+
     def __init__(self) -> None:
-        self.truth: dict[str, list[float]] = {}
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        ready = threading.Event()
-        self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
-        self.thread.start()
-        ready.wait(10)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fake_server"], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"the fake server did not start: {line!r}")
+        self.port = int(line.split()[-1])
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _serve(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
-        app.router.add_post("/v1/completions", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        ready.set()
-        self.loop.run_forever()
+    def truth(self, name: str) -> dict[str, list[float]]:
+        """{"before": [...], "after": [...], "received": [t]}: write times of the content events of request NAME."""
+        with urllib.request.urlopen(f"{self.url}/truth/{name}", timeout=10) as r:
+            return json.loads(r.read())
 
     def close(self) -> None:
-        async def stop() -> None:
-            await self.runner.cleanup()
+        self.proc.terminate()
+        self.proc.wait(10)
 
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+
+class _Handler:
+    def __init__(self) -> None:
+        self.truth: dict[str, dict[str, list[float]]] = {}
+
+    async def get_truth(self, request: web.Request) -> web.Response:
+        return web.json_response(self.truth.get(request.match_info["name"], {}))
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
         t0 = time.perf_counter()
         mode, key = ([*body["prompt"].split(), "", ""])[:2]
+        stamps: dict[str, list[float]] = {"received": [t0], "before": [], "after": []}
+        self.truth[key] = stamps
         if mode == "http500":
             return web.Response(status=500, text="boom: the model is overloaded")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
 
-        async def event(text: str, usage: int | None = None) -> None:
+        async def event(text: str, usage: int | None = None, timed: bool = False) -> None:
             obj: dict = {"choices": [{"index": 0, "text": text}]}
             if usage is not None:
                 obj["usage"] = {"completion_tokens": usage, "prompt_tokens": 3}
+            if timed:
+                stamps["before"].append(time.perf_counter())
             await resp.write(b"data: " + orjson.dumps(obj) + b"\n\n")
+            if timed:
+                stamps["after"].append(time.perf_counter())
 
         async def at(offset: float) -> None:
             await asyncio.sleep(max(0.0, t0 + offset - time.perf_counter()))
 
         if mode == "timed":
-            times, total = [], 0
+            total = 0
             for offset, text, n in TIMED:
                 await at(offset)
                 total += n
-                await event(text, total)
-                if n:
-                    times.append(time.perf_counter())
-            self.truth[key] = times
+                await event(text, total, timed=n > 0)
             await resp.write(b"data: [DONE]\n\n")
         elif mode == "servertimes":
             # server times on a reference 30 ms before this request arrived, as a server behind a queue would count
             ref = t0 - 0.030
-            start, times = time.perf_counter() - ref, []
+            start = time.perf_counter() - ref
             for k in range(4):
                 await at(0.010 * (k + 1))
-                await event(f" t{k}", k + 1)
-                times.append(time.perf_counter())
-            self.truth[key] = times
-            offsets = [round(t - ref, 6) for t in times]
+                await event(f" t{k}", k + 1, timed=True)
+            offsets = [round(t - ref, 6) for t in stamps["before"]]
             extra = {"server_token_times": offsets, "response_start": round(start, 6)}
             await resp.write(b"data: " + orjson.dumps({"choices": [], "infermeter": extra}) + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
@@ -105,6 +119,7 @@ class FakeServer:
             await event(" a")
             await event(" b")
             await asyncio.sleep(0.01)
+            assert request.transport is not None
             request.transport.abort()
         elif mode == "malformed":
             await event(" a")
@@ -124,10 +139,28 @@ class FakeServer:
         elif mode == "slowtotal":
             for k in range(20):
                 await at(0.1 * k)
-                await event(f" t{k}")
+                await event(f" t{k}", timed=True)
             await resp.write(b"data: [DONE]\n\n")
         else:  # ok
             for k in range(5):
                 await event(f" t{k}")
             await resp.write(b"data: [DONE]\n\n")
         return resp
+
+
+async def _main() -> None:
+    handler = _Handler()
+    app = web.Application()
+    app.router.add_post("/v1/completions", handler.handle)
+    app.router.add_get("/truth/{name}", handler.get_truth)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"listening on {port}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

@@ -5,11 +5,17 @@ import asyncio
 import numpy as np
 import pytest
 
-from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, reasons
 from infermeter.client.sse import SSEError, SSEParser
 from infermeter.load import LoadPattern, drive
-from infermeter.records import RunClock
+from infermeter.records import RunClock, failure_reason
 from tests.fake_server import TIMED, FakeServer
+from tests.timing import Noise, measured_async
+
+# A systematic error (a wrong anchor, a stamp taken at the wrong moment) moves the median by a millisecond or more;
+# what the machine adds on top of that shows up in the tail, and is allowed for by the noise probe.
+MEDIAN_S = 0.0005
+TAIL_S = 0.001
 
 
 @pytest.fixture(scope="module")
@@ -28,34 +34,62 @@ def req(i, prompt):
     return PreparedRequest(i, prompt, 3, 8)
 
 
-async def test_ttft_and_every_itl_within_1ms_of_truth(server):
-    client, clock = client_for(server.url)
-    recs = []
-    for k in range(5):
-        recs.append(await client.send(req(k, f"timed r{k}"), clock.now()))
-        await asyncio.sleep(0.01)
-    await client.close()
-    for k, rec in enumerate(recs):
-        assert rec.status == "ok", rec.error
-        truth = np.asarray(server.truth[f"r{k}"]) - clock.t0  # server write times on the run clock
-        content = [(t, n) for t, n in zip(rec.chunk_times, rec.chunk_tokens, strict=True) if n > 0]
-        got = np.asarray([t for t, _ in content])
-        # the empty and the whitespace-only events are kept as 0-token chunks, never the first token
-        assert rec.chunk_tokens[:2] == [0, 0]
-        assert [n for _, n in content] == [n for _, _, n in TIMED if n]
-        assert np.all(np.abs(got - truth) < 0.001), (got - truth) * 1000
-        assert abs((rec.token_times[0] - rec.submitted_at) - (truth[0] - rec.submitted_at)) < 0.001
-        assert rec.output_tokens == 6 and rec.input_tokens == 3  # from the server's usage
+async def test_every_token_is_stamped_when_its_event_arrives(server):
+    """Client receive time minus the server's write time, for every content event of five requests."""
+
+    async def measure():
+        client, clock = client_for(server.url)
+        recs = []
+        for k in range(5):
+            recs.append(await client.send(req(k, f"timed r{k}"), clock.now()))
+            await asyncio.sleep(0.01)
+        await client.close()
+        return clock, recs, [server.truth(f"r{k}") for k in range(5)]
+
+    def check(result, noise: Noise) -> None:
+        clock, recs, truths = result
+        late, upload = [], []
+        for rec, truth in zip(recs, truths, strict=True):
+            assert rec.status == "ok", rec.error
+            # the empty and the whitespace-only events are kept as 0-token chunks, never the first token
+            assert rec.chunk_tokens[:2] == [0, 0]
+            content = [(t, n) for t, n in zip(rec.chunk_times, rec.chunk_tokens, strict=True) if n > 0]
+            assert [n for _, n in content] == [n for _, _, n in TIMED if n]
+            assert rec.output_tokens == 6 and rec.input_tokens == 3  # from the server's usage
+            written = np.asarray(truth["before"]) - clock.t0  # on the run clock
+            late += list(np.asarray([t for t, _ in content]) - written)
+            # submitted_at is the last byte sent: before the server had the whole request, and only just before
+            upload.append(truth["received"][0] - clock.t0 - rec.submitted_at)
+        late_ms, upload_ms = np.asarray(late) * 1e3, np.asarray(upload) * 1e3
+        assert late_ms.min() > -0.05, f"an event stamped before it was written: {late_ms.round(3)}"
+        assert np.median(late_ms) < MEDIAN_S * 1e3, f"systematically late: {late_ms.round(3)}"
+        assert late_ms.max() < (TAIL_S + noise.allowance_s) * 1e3, f"a token late beyond the noise: {late_ms.round(3)}"
+        assert np.all(np.asarray(upload_ms) > -0.05), f"submitted_at after the server read it: {upload_ms}"
+        assert np.median(upload_ms) < MEDIAN_S * 1e3, f"submitted_at systematically early: {upload_ms}"
+
+    await measured_async(measure, check)
 
 
 async def test_server_times_are_anchored_where_both_sides_saw_the_response_start(server):
-    client, clock = client_for(server.url)
-    rec = await client.send(req(0, "servertimes s0"), clock.now())
-    await client.close()
-    assert rec.status == "ok", rec.error
-    truth = np.asarray(server.truth["s0"]) - clock.t0
-    # the server counts from 30 ms before the request arrived; anchoring on the response headers cancels that
-    assert np.all(np.abs(np.asarray(rec.server_token_times) - truth) < 0.001), rec.server_token_times - truth
+    """The server counts from 30 ms before the request arrived; anchoring on the response headers cancels that."""
+
+    async def measure():
+        client, clock = client_for(server.url)
+        recs = [await client.send(req(k, f"servertimes s{k}"), clock.now()) for k in range(3)]
+        await client.close()
+        return clock, recs, [server.truth(f"s{k}") for k in range(3)]
+
+    def check(result, noise: Noise) -> None:
+        clock, recs, truths = result
+        diff = []
+        for rec, truth in zip(recs, truths, strict=True):
+            assert rec.status == "ok", rec.error
+            diff += list(np.asarray(rec.server_token_times) - (np.asarray(truth["before"]) - clock.t0))
+        diff_ms = np.abs(diff) * 1e3
+        assert np.median(diff_ms) < MEDIAN_S * 1e3, diff_ms.round(3)  # a missing 30 ms shows here at once
+        assert diff_ms.max() < (TAIL_S + noise.allowance_s) * 1e3, diff_ms.round(3)
+
+    await measured_async(measure, check)
 
 
 def test_sse_parser_handles_split_lines_comments_and_fields():
@@ -68,19 +102,19 @@ def test_sse_parser_handles_split_lines_comments_and_fields():
 
 
 @pytest.mark.parametrize(
-    "mode, status, reason",
+    "mode, status, reason, detail",
     [
-        ("http500", "error", "HTTP 500: boom: the model is overloaded"),
-        ("reset", "error", "connection lost mid-stream"),
-        ("malformed", "error", "malformed SSE line"),
-        ("nodone", "error", "stream ended without [DONE]"),
-        ("nonjson", "error", "non-JSON event"),
-        ("errorevent", "error", "server error event"),
-        ("slowfirst", "timeout", "no content token within 0.3 s"),
-        ("slowtotal", "timeout", "not finished within the total timeout of 0.5 s"),
+        ("http500", "error", "HTTP 500", "boom: the model is overloaded"),
+        ("reset", "error", reasons.LOST_MID_STREAM, "after 2 tokens"),
+        ("malformed", "error", reasons.MALFORMED_SSE, "this is not sse"),
+        ("nodone", "error", reasons.NO_DONE, "after 2 tokens"),
+        ("nonjson", "error", reasons.INVALID_JSON, "{not json"),
+        ("errorevent", "error", reasons.SERVER_ERROR_EVENT, "out of memory"),
+        ("slowfirst", "timeout", reasons.FIRST_TOKEN_TIMEOUT, "no content token within 0.3 s"),
+        ("slowtotal", "timeout", reasons.TOTAL_TIMEOUT, "not finished within 0.5 s"),
     ],
 )
-async def test_failure_modes_end_the_record_not_the_run(server, mode, status, reason):
+async def test_failure_modes_end_the_record_not_the_run(server, mode, status, reason, detail):
     client, _clock = client_for(server.url, first_token_timeout=0.3, total_timeout=0.5)
     records = []
     # the failing request sits between two good ones: the run goes on and all three are recorded
@@ -90,7 +124,7 @@ async def test_failure_modes_end_the_record_not_the_run(server, mode, status, re
     assert [r.request_id for r in records] == [0, 1, 2]
     assert records[0].status == records[2].status == "ok"
     bad = records[1]
-    assert bad.status == status and reason in bad.error, bad.error
+    assert bad.status == status and failure_reason(bad.error) == reason and detail in bad.error, bad.error
     if mode in ("reset", "nodone", "malformed", "nonjson"):
         assert len(bad.token_times) >= 1  # what arrived before the failure is kept
 
@@ -105,23 +139,98 @@ async def test_connection_refused_is_a_record():
     client, clock = client_for(f"http://127.0.0.1:{port}")
     rec = await client.send(req(0, "ok"), clock.now())
     await client.close()
-    assert rec.status == "error" and "cannot connect" in rec.error
+    assert rec.status == "error" and failure_reason(rec.error) == reasons.CANNOT_CONNECT
 
 
 async def test_api_key_is_sent_but_never_declared(server, monkeypatch):
     monkeypatch.setenv("INFERMETER_TEST_KEY", "sk-secret-123")
     cfg = ClientConfig(server.url, model="m", api_key_env="INFERMETER_TEST_KEY")
     client = OpenAIClient(cfg, RunClock())
-    assert client._headers["Authorization"] == "Bearer sk-secret-123"
+    assert client.headers["Authorization"] == "Bearer sk-secret-123"
     assert "sk-secret" not in str(cfg.declaration())
     await client.close()
 
 
-async def test_cancel_keeps_a_cancelled_record(server):
+async def _written(server, name: str, events: int) -> None:
+    """Wait until the server has written `events` content events of request NAME (bounded: 10 s)."""
+    for _ in range(1000):
+        if len(server.truth(name).get("before", [])) >= events:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the server never wrote {events} events of {name}")
+
+
+async def test_cancelling_a_send_records_it_then_propagates(server):
+    """Cancellation is not swallowed: the record is completed as cancelled, then CancelledError goes on."""
     client, clock = client_for(server.url)
-    task = asyncio.create_task(client.send(req(0, "slowtotal q"), clock.now()))
-    await asyncio.sleep(0.35)
+    rec = req(0, "slowtotal q").record(clock.now())
+    task = asyncio.create_task(client.send(req(0, "slowtotal q"), rec.scheduled_at, rec))
+    await _written(server, "q", 2)
     task.cancel()
-    rec = await task
+    with pytest.raises(asyncio.CancelledError):
+        await task
     await client.close()
-    assert rec.status == "cancelled" and 2 <= len(rec.token_times) <= 5
+    assert task.cancelled()
+    assert rec.status == "cancelled" and failure_reason(rec.error) == reasons.CANCELLED, rec.error
+    assert rec.submitted_at > 0 and len(rec.token_times) <= len(server.truth("q")["before"])
+
+
+async def test_asyncio_timeout_around_send_raises_timeout_error(server):
+    """With the cancellation propagating, asyncio.timeout works around a send (it used to return a record)."""
+    client, clock = client_for(server.url)
+    rec = req(0, "slowtotal t").record(clock.now())
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):
+            await client.send(req(0, "slowtotal t"), rec.scheduled_at, rec)
+    await client.close()
+    assert rec.status == "cancelled"
+
+
+async def test_a_task_group_cancels_sends_when_a_sibling_fails(server):
+    client, clock = client_for(server.url)
+    rec = req(0, "slowtotal g").record(clock.now())
+
+    async def sibling() -> None:
+        await _written(server, "g", 1)
+        raise RuntimeError("sibling failed")
+
+    with pytest.raises(ExceptionGroup) as caught:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(client.send(req(0, "slowtotal g"), rec.scheduled_at, rec))
+            group.create_task(sibling())
+    await client.close()
+    assert [type(e) for e in caught.value.exceptions] == [RuntimeError]
+    assert rec.status == "cancelled"
+
+
+async def test_drive_records_requests_cancelled_at_a_hard_stop(server):
+    """A stop, then a hard stop: in-flight requests are cancelled and still reach the sink, once each."""
+    client, _ = client_for(server.url)
+    stop, hard = asyncio.Event(), asyncio.Event()
+    records = []
+    reqs = [req(k, f"slowtotal h{k}") for k in range(3)]
+    driving = asyncio.create_task(
+        drive(client, reqs, LoadPattern(concurrency=3), records.append, stop=stop, hard_stop=hard)
+    )
+    await _written(server, "h2", 1)
+    stop.set()
+    hard.set()
+    await asyncio.wait_for(driving, 10)
+    await client.close()
+    assert sorted(r.request_id for r in records) == [0, 1, 2]
+    assert {r.status for r in records} == {"cancelled"}
+
+
+@pytest.mark.parametrize(
+    "base, want",
+    [
+        ("http://h:8000", "http://h:8000/v1/models"),
+        ("http://h:8000/", "http://h:8000/v1/models"),
+        ("https://h/openai/", "https://h/openai/v1/models"),
+        ("https://h/openai?api-version=2024-06-01", "https://h/openai/v1/models?api-version=2024-06-01"),
+    ],
+)
+def test_endpoints_keep_the_base_urls_path_and_query(base, want):
+    from infermeter.client.urls import endpoint
+
+    assert endpoint(base, "/v1/models") == want

@@ -2,12 +2,15 @@
 
 Every SSE event is timestamped on the run clock when the read that completed its `data:` line returns (draft
 B.1.1); `submitted_at` is when the last byte of the request body was written (aiohttp's chunk-sent trace).  Each
-request ends in exactly one RequestRecord, whatever goes wrong; nothing raises out of `send` except cancellation.
+request ends in exactly one RequestRecord, whatever goes wrong, its error naming a reason from `client.reasons`.
+Nothing raises out of `send` except cancellation, which propagates (as asyncio requires) after the record passed
+in has been completed with status "cancelled".
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from dataclasses import dataclass, field
@@ -16,10 +19,14 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
-from infermeter.client.sse import SSEError, SSEParser
-from infermeter.records import RequestRecord, RunClock
+from infermeter import secrets
+from infermeter.client import reasons
+from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
+from infermeter.client.urls import endpoint
+from infermeter.records import RequestRecord, RunClock, failure
 
 Api = Literal["completions", "chat"]
+ERROR_BODY_BYTES = 65536  # read at most this much of an HTTP error response
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,16 @@ class PreparedRequest:
     input_tokens: int
     max_tokens: int
     request_class: str = ""
+
+    def record(self, scheduled_at: float) -> RequestRecord:
+        """An empty record for this request, to be filled by `OpenAIClient.send`."""
+        return RequestRecord(
+            request_id=self.request_id,
+            request_class=self.request_class,
+            input_tokens=self.input_tokens,
+            max_tokens=self.max_tokens,
+            scheduled_at=scheduled_at,
+        )
 
 
 @dataclass
@@ -49,15 +66,29 @@ class ClientConfig:
     @property
     def endpoint(self) -> str:
         path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
-        return self.base_url.rstrip("/") + path
+        return endpoint(self.base_url, path)
+
+    def api_key(self) -> str | None:
+        """The key from the environment (registered for redaction the moment it is read)."""
+        key = os.environ.get(self.api_key_env) or None
+        secrets.register(key)
+        return key
+
+    def headers(self) -> dict[str, str]:
+        """Headers for every request to the server, the key's Authorization among them."""
+        out = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        key = self.api_key()
+        if key:
+            out["Authorization"] = f"Bearer {key}"
+        return out
 
     def declaration(self) -> dict[str, Any]:
         """What run.json says about the client (the API key itself never appears)."""
         return {
-            "endpoint": self.endpoint,
+            "endpoint": secrets.redact_url(self.endpoint),
             "api": self.api,
             "model": self.model,
-            "api_key": f"from ${self.api_key_env}" if os.environ.get(self.api_key_env) else "none",
+            "api_key": f"from ${self.api_key_env}" if self.api_key() else "none",
             "timeouts_s": {
                 "connect": self.connect_timeout,
                 "first_token": self.first_token_timeout,
@@ -65,30 +96,15 @@ class ClientConfig:
             },
             "ignore_eos": self.ignore_eos,
             "temperature": self.temperature,
+            "extra_body": secrets.redact_deep(self.extra_body),
         }
 
 
 class _Failure(Exception):
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, detail: str = "") -> None:
         super().__init__(reason)
         self.status = status
-        self.reason = reason
-
-
-@dataclass
-class _Stream:
-    """What one response stream has delivered so far."""
-
-    chunk_times: list[float] = field(default_factory=list)
-    chunk_tokens: list[int] = field(default_factory=list)
-    content_started: bool = False
-    usage_completion: int | None = None
-    usage_prompt: int | None = None
-    server_offsets: list[float] | None = None
-    server_response_start: float | None = None  # server offset at which it sent the response headers
-    headers_at: float | None = None  # run-clock time the client received the response headers
-    done: bool = False
-    cumulative: int | None = None  # continuous usage stats: completion tokens so far
+        self.error = failure(reason, detail)
 
 
 class OpenAIClient:
@@ -109,10 +125,7 @@ class OpenAIClient:
             ),
             json_serialize=lambda o: orjson.dumps(o).decode(),
         )
-        key = os.environ.get(config.api_key_env)
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
+        self._headers = config.headers()
         self.counting = "server usage per event when given, else one token per content event"
 
     @staticmethod
@@ -125,6 +138,11 @@ class OpenAIClient:
     def session(self) -> aiohttp.ClientSession:
         """The shared session, for side requests to the same server (tokenize, models)."""
         return self._session
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The request headers, for side requests that need the same credentials."""
+        return dict(self._headers)
 
     async def close(self) -> None:
         await self._session.close()
@@ -151,64 +169,96 @@ class OpenAIClient:
         self,
         req: PreparedRequest,
         scheduled_at: float,
+        record: RequestRecord | None = None,
     ) -> RequestRecord:
         """Send one request and stream its reply into a record (status ok, error, timeout or cancelled).
 
-        Cancelling the task ends the request with status "cancelled" and returns its record rather than raising.
+        Pass `record` (from `req.record(scheduled_at)`) to keep hold of it across a cancellation: it is completed
+        with status "cancelled" before the CancelledError propagates.
         """
-        rec = RequestRecord(
-            request_id=req.request_id,
-            request_class=req.request_class,
-            input_tokens=req.input_tokens,
-            max_tokens=req.max_tokens,
-            scheduled_at=scheduled_at,
-        )
-        stream = _Stream()
+        rec = record if record is not None else req.record(scheduled_at)
+        decoder = StreamDecoder(chat=self.config.api == "chat")
         trace_ctx: dict[str, float] = {}
+        cfg = self.config
         payload = orjson.dumps(self.body(req))
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            async with asyncio.timeout(self.config.first_token_timeout) as deadline:
-                try:
-                    async with self._session.post(
-                        self.config.endpoint, data=payload, headers=self._headers, trace_request_ctx=trace_ctx
-                    ) as resp:
-                        stream.headers_at = self.clock.now()
-                        rec.submitted_at = self.clock.at(trace_ctx.get("sent", time.perf_counter()))
-                        if resp.status != 200:
-                            text = (await resp.text(errors="replace"))[:300].replace("\n", " ")
-                            raise _Failure("error", f"HTTP {resp.status}: {text}")
-                        await self._read(resp, stream, deadline, started)
-                except TimeoutError:
-                    raise
-                except aiohttp.ClientConnectorError as exc:
-                    raise _Failure("error", f"cannot connect: {exc}") from None
-                except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionResetError) as exc:
-                    raise _Failure("error", f"connection lost mid-stream: {type(exc).__name__}: {exc}") from None
-                except aiohttp.ClientError as exc:
-                    raise _Failure("error", f"{type(exc).__name__}: {exc}") from None
-            if not stream.done:
-                raise _Failure("error", "stream ended without [DONE]")
-            rec.status = "ok"
+            try:
+                async with asyncio.timeout(min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
+                    await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                rec.status = "ok"
+            except TimeoutError:
+                raise self._timed_out(decoder.state, trace_ctx, loop.time() - started) from None
+            except StreamFailure as exc:
+                raise _Failure("error", exc.reason, exc.detail) from None
         except _Failure as f:
-            rec.status, rec.error = f.status, f.reason  # type: ignore[assignment]
-        except TimeoutError:
-            rec.status = "timeout"  # type: ignore[assignment]
-            rec.error = (
-                f"no content token within {self.config.first_token_timeout:g} s"
-                if not stream.content_started
-                else f"not finished within the total timeout of {self.config.total_timeout:g} s"
-            )
-            if not stream.chunk_times and "sent" not in trace_ctx:
-                rec.error = f"no connection within {self.config.first_token_timeout:g} s"
+            rec.status, rec.error = f.status, secrets.redact(f.error)  # type: ignore[assignment]
         except asyncio.CancelledError:
-            # the run is stopping: the request ends here, and its record (with what it received) is the result
-            rec.status, rec.error = "cancelled", "cancelled before completion (run stopped)"  # type: ignore[assignment]
-        self._fill(rec, stream, trace_ctx)
+            rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")  # type: ignore[assignment]
+            self._fill(rec, decoder.state, trace_ctx)
+            raise
+        self._fill(rec, decoder.state, trace_ctx)
         return rec
 
-    def _fill(self, rec: RequestRecord, stream: _Stream, trace_ctx: dict[str, float]) -> None:
+    async def _exchange(
+        self,
+        payload: bytes,
+        rec: RequestRecord,
+        decoder: StreamDecoder,
+        trace_ctx: dict[str, float],
+        deadline: asyncio.Timeout,
+        started: float,
+    ) -> None:
+        """POST the request and read the whole stream; failures become `_Failure` or `StreamFailure`."""
+        state = decoder.state
+        try:
+            async with self._session.post(
+                self.config.endpoint, data=payload, headers=self._headers, trace_request_ctx=trace_ctx
+            ) as resp:
+                state.headers_at = self.clock.now()
+                rec.submitted_at = self.clock.at(trace_ctx.get("sent", time.perf_counter()))
+                if resp.status != 200:
+                    raise _Failure("error", reasons.http(resp.status), await _error_detail(resp))
+                async for data in resp.content.iter_any():
+                    if decoder.feed(data, self.clock.now()):
+                        deadline.reschedule(started + self.config.total_timeout)
+                decoder.end()
+        except aiohttp.ConnectionTimeoutError:
+            detail = f"no connection within {self.config.connect_timeout:g} s"
+            raise _Failure("error", reasons.CONNECT_TIMEOUT, detail) from None
+        except aiohttp.ClientConnectorError as exc:
+            if exc.os_error is not None and exc.os_error.errno in (errno.EMFILE, errno.ENFILE):
+                detail = f"{exc.os_error.strerror}: raise the open-files limit (ulimit -n) or lower the load"
+                raise _Failure("error", reasons.CLIENT_LIMIT, detail) from None
+            raise _Failure("error", reasons.CANNOT_CONNECT, str(exc)) from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
+            # a reset, a disconnect, a broken pipe: before the headers or after them
+            if state.done:
+                return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
+            if state.headers_at is None:
+                raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, f"{type(exc).__name__}: {exc}") from None
+            received = f"after {state.tokens} tokens" + (", usage received" if state.usage_completion else "")
+            raise _Failure("error", reasons.LOST_MID_STREAM, f"{received} ({type(exc).__name__})") from None
+        except aiohttp.ClientError as exc:
+            raise _Failure("error", reasons.CLIENT_ERROR, f"{type(exc).__name__}: {exc}") from None
+        except (_Failure, StreamFailure):
+            raise
+        except Exception as exc:  # whatever else goes wrong ends this request's record, not the run
+            raise _Failure("error", reasons.CLIENT_ERROR, f"{type(exc).__name__}: {exc}") from None
+
+    def _timed_out(self, state: StreamState, trace_ctx: dict[str, float], elapsed: float) -> _Failure:
+        cfg = self.config
+        if state.content_started or elapsed >= cfg.total_timeout:
+            return _Failure(
+                "timeout", reasons.TOTAL_TIMEOUT, f"not finished within {cfg.total_timeout:g} s ({state.tokens} tokens)"
+            )
+        where = "no response" if state.headers_at is None else "no content token"
+        if "sent" not in trace_ctx:
+            where = "the request was not sent"
+        return _Failure("timeout", reasons.FIRST_TOKEN_TIMEOUT, f"{where} within {cfg.first_token_timeout:g} s")
+
+    def _fill(self, rec: RequestRecord, stream: StreamState, trace_ctx: dict[str, float]) -> None:
         if rec.submitted_at == 0.0 and "sent" in trace_ctx:
             rec.submitted_at = self.clock.at(trace_ctx["sent"])
         rec.chunk_times = stream.chunk_times
@@ -225,80 +275,17 @@ class OpenAIClient:
         if stream.server_offsets is not None and len(stream.server_offsets) == received:
             rec.server_token_times = [anchor + off for off in stream.server_offsets]
 
-    async def _read(
-        self,
-        resp: aiohttp.ClientResponse,
-        stream: _Stream,
-        deadline: asyncio.Timeout,
-        started: float,
-    ) -> None:
-        parser = SSEParser()
-        chat = self.config.api == "chat"
-        async for data in resp.content.iter_any():
-            now = self.clock.now()
-            for payload in parser.feed(data):
-                if payload == b"[DONE]":
-                    stream.done = True
-                    continue
-                try:
-                    event = orjson.loads(payload)
-                except orjson.JSONDecodeError:
-                    raise _Failure("error", f"non-JSON event: {payload[:80]!r}") from None
-                if not isinstance(event, dict):
-                    raise _Failure("error", f"event is not a JSON object: {payload[:80]!r}")
-                if "error" in event:
-                    raise _Failure("error", f"server error event: {str(event['error'])[:200]}")
-                was_started = stream.content_started
-                self._event(event, now, stream, chat)
-                if stream.content_started and not was_started:
-                    deadline.reschedule(started + self.config.total_timeout)
-            try:
-                parser.check()
-            except SSEError as exc:
-                raise _Failure("error", str(exc)) from None
-        if parser.pending.strip():
-            raise _Failure("error", f"stream ended mid-line: {parser.pending[:80]!r}")
 
-    @staticmethod
-    def _event(event: dict[str, Any], now: float, stream: _Stream, chat: bool) -> None:
-        usage = event.get("usage")
-        extra = event.get("infermeter")
-        if isinstance(extra, dict) and isinstance(extra.get("server_token_times"), list):
-            stream.server_offsets = [float(x) for x in extra["server_token_times"]]
-            start = extra.get("response_start")
-            stream.server_response_start = float(start) if isinstance(start, int | float) else None
-        delta_usage: int | None = None
-        if isinstance(usage, dict):
-            if isinstance(usage.get("completion_tokens"), int):
-                total = usage["completion_tokens"]
-                delta_usage = total - (stream.cumulative or 0)
-                stream.cumulative = total
-                stream.usage_completion = total
-            if isinstance(usage.get("prompt_tokens"), int):
-                stream.usage_prompt = usage["prompt_tokens"]
-        choices = event.get("choices") or []
-        if not choices:
-            return
-        choice = choices[0]
-        if chat:
-            delta = choice.get("delta") or {}
-            text = delta.get("content") or delta.get("reasoning_content") or ""
-        else:
-            text = choice.get("text") or ""
-        if not stream.content_started and not text.strip():
-            # draft 5.1.3.1: empty, whitespace-only and role-only events before content are not the first token
-            stream.chunk_times.append(now)
-            stream.chunk_tokens.append(0)
-            return
-        if not text:
-            return
-        logprobs = choice.get("logprobs")
-        if delta_usage is not None and delta_usage > 0:
-            count = delta_usage
-        elif isinstance(logprobs, dict) and isinstance(logprobs.get("tokens"), list) and logprobs["tokens"]:
-            count = len(logprobs["tokens"])
-        else:
-            count = 1
-        stream.content_started = True
-        stream.chunk_times.append(now)
-        stream.chunk_tokens.append(count)
+async def _error_detail(resp: aiohttp.ClientResponse) -> str:
+    """The reason phrase, Retry-After when given, and the start of the body (redacted by the caller)."""
+    parts = [resp.reason or ""]
+    retry = resp.headers.get("Retry-After")
+    if retry is not None:
+        parts.append(f"Retry-After {retry.strip()[:40]}" + (" s" if retry.strip().isdigit() else ""))
+    elif resp.status == 429:
+        parts.append("no Retry-After")
+    body = await resp.content.read(ERROR_BODY_BYTES)
+    text = body.decode("utf-8", "replace").strip().replace("\n", " ")
+    if text:
+        parts.append(text[:300])
+    return ", ".join(p for p in parts if p)

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
+from infermeter.client.urls import endpoint
 from infermeter.records import RunClock
 
 # role -> metric names (first present wins), across servers
@@ -111,7 +112,7 @@ class MetricsScraper:
     Scrapes are kept as text and parsed when the run ends, so parsing never competes with the send loop."""
 
     def __init__(self, base_url: str, clock: RunClock, interval: float = 1.0) -> None:
-        self.url = base_url.rstrip("/") + "/metrics"
+        self.url = endpoint(base_url, "/metrics")
         self.clock = clock
         self.interval = interval
         self.data = MetricsSeries()

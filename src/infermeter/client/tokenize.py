@@ -7,6 +7,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infermeter.client.urls import endpoint
+
 # (path, request body, how to read the count): vLLM and the emulator, llama.cpp's server, llama-cpp-python's server
 ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("/tokenize", "prompt"),
@@ -27,9 +29,10 @@ def _count(data: Any) -> int | None:
 class ServerTokenizer:
     """Finds a working endpoint on first use; `count` returns None when the server offers none."""
 
-    def __init__(self, base_url: str, model: str) -> None:
-        self.base_url = base_url.rstrip("/")
+    def __init__(self, base_url: str, model: str, headers: dict[str, str] | None = None) -> None:
+        self.base_url = base_url
         self.model = model
+        self.headers = {**(headers or {}), "Content-Type": "application/json"}
         self.endpoint: tuple[str, str] | None = None
         self.available: bool | None = None
 
@@ -46,9 +49,8 @@ class ServerTokenizer:
                 "with_pieces": False,
             }
             try:
-                async with session.post(
-                    self.base_url + path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
-                ) as r:
+                url = endpoint(self.base_url, path)
+                async with session.post(url, data=orjson.dumps(body), headers=self.headers) as r:
                     if r.status != 200:
                         continue
                     n = _count(orjson.loads(await r.read()))

@@ -1,0 +1,152 @@
+"""OpenAI streaming events -> what a record needs: content chunks with their times, token counts, usage, server times.
+
+Pure and clock-free: `feed(bytes, now)` with the time the read returned, `end()` when the stream closes.  Anything
+malformed ends the stream with a `StreamFailure` naming the reason; nothing else escapes, whatever the bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import reprlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from infermeter.client import reasons
+from infermeter.client.sse import SSEParser
+
+
+class StreamFailure(Exception):
+    """The stream cannot be read further; `reason` is one of `client.reasons`."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class StreamState:
+    """What one response stream has delivered so far."""
+
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    content_started: bool = False
+    usage_completion: int | None = None
+    usage_prompt: int | None = None
+    server_offsets: list[float] | None = None
+    server_response_start: float | None = None  # server offset at which it sent the response headers
+    headers_at: float | None = None  # run-clock time the client received the response headers
+    done: bool = False
+    cumulative: int | None = None  # continuous usage stats: completion tokens so far
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+
+def _snippet(raw: bytes | str, n: int = 80) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return repr(text[:n]) + ("..." if len(text) > n else "")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+class StreamDecoder:
+    """Decodes one completions or chat-completions SSE stream."""
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.parser = SSEParser()
+        self.state = StreamState()
+
+    def feed(self, data: bytes, now: float) -> bool:
+        """Take the bytes of one read; True when the first content token arrived in them."""
+        state = self.state
+        was_started = state.content_started
+        for payload in self.parser.feed(data):
+            if state.done:
+                continue  # nothing after [DONE] counts
+            if payload == b"[DONE]":
+                state.done = True
+                continue
+            try:
+                event = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise StreamFailure(reasons.INVALID_JSON, _snippet(payload)) from None
+            if not isinstance(event, dict):
+                raise StreamFailure(reasons.MALFORMED_EVENT, f"not a JSON object: {_snippet(payload)}")
+            if "error" in event:
+                error = event["error"]
+                message = error.get("message", error) if isinstance(error, dict) else error
+                # reprlib, not str(): JSON nested ~1000 deep (orjson allows 1024) would raise RecursionError
+                text = message if isinstance(message, str) else reprlib.repr(message)
+                raise StreamFailure(reasons.SERVER_ERROR_EVENT, text[:200])
+            try:
+                self._event(event, now)
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+                raise StreamFailure(reasons.MALFORMED_EVENT, f"{exc}: {_snippet(payload)}") from None
+        if self.parser.error is not None and not state.done:  # a malformed line after [DONE] is ignored too
+            raise StreamFailure(reasons.MALFORMED_SSE, self.parser.error)
+        return state.content_started and not was_started
+
+    def end(self) -> None:
+        """The stream closed cleanly: complain if it stopped mid-line or before [DONE]."""
+        if self.parser.pending.strip() and not self.state.done:
+            raise StreamFailure(reasons.NO_DONE, f"the stream stopped mid-line: {_snippet(self.parser.pending)}")
+        if not self.state.done:
+            raise StreamFailure(reasons.NO_DONE, f"after {self.state.tokens} tokens")
+
+    def _event(self, event: dict[str, Any], now: float) -> None:
+        state = self.state
+        extra = event.get("infermeter")
+        if isinstance(extra, dict) and isinstance(extra.get("server_token_times"), list):
+            offsets = [float(x) for x in extra["server_token_times"]]
+            if all(math.isfinite(x) for x in offsets):
+                state.server_offsets = offsets
+                start = extra.get("response_start")
+                ok = isinstance(start, int | float) and not isinstance(start, bool) and math.isfinite(start)
+                state.server_response_start = float(start) if ok else None
+        usage = event.get("usage")
+        delta_usage: int | None = None
+        if isinstance(usage, dict):
+            total = _count(usage.get("completion_tokens"))
+            if total is not None:
+                delta_usage = total - (state.cumulative or 0)
+                state.cumulative = total
+                state.usage_completion = total
+            prompt = _count(usage.get("prompt_tokens"))
+            if prompt is not None:
+                state.usage_prompt = prompt
+        choices = event.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        if self.chat:
+            delta = choice.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
+            text = delta.get("content") or delta.get("reasoning_content") or ""
+        else:
+            text = choice.get("text") or ""
+        if not isinstance(text, str):
+            raise TypeError(f"content is a {type(text).__name__}, not text")
+        if not state.content_started and not text.strip():
+            # draft 5.1.3.1: empty, whitespace-only and role-only events before content are not the first token
+            state.chunk_times.append(now)
+            state.chunk_tokens.append(0)
+            return
+        if not text:
+            return
+        logprobs = choice.get("logprobs")
+        if delta_usage is not None and delta_usage > 0:
+            count = delta_usage
+        elif isinstance(logprobs, dict) and isinstance(logprobs.get("tokens"), list) and logprobs["tokens"]:
+            count = len(logprobs["tokens"])
+        else:
+            count = 1
+        state.content_started = True
+        state.chunk_times.append(now)
+        state.chunk_tokens.append(count)

@@ -1,0 +1,23 @@
+"""The vocabulary of request failures: a record's error is "<reason>: <detail>", and summaries count by reason."""
+
+from __future__ import annotations
+
+CANNOT_CONNECT = "cannot connect"
+CONNECT_TIMEOUT = "connect timeout"
+CLOSED_BEFORE_RESPONSE = "connection closed before the response"
+LOST_MID_STREAM = "connection lost mid-stream"
+NO_DONE = "stream ended without [DONE]"
+MALFORMED_SSE = "malformed SSE"
+INVALID_JSON = "invalid JSON event"
+MALFORMED_EVENT = "malformed event"
+SERVER_ERROR_EVENT = "server error event"
+FIRST_TOKEN_TIMEOUT = "first-token timeout"
+TOTAL_TIMEOUT = "total timeout"
+CANCELLED = "cancelled"
+CLIENT_ERROR = "client error"
+CLIENT_LIMIT = "client out of file descriptors"  # the load generator's host, not the server
+
+
+def http(status: int) -> str:
+    """HTTP failures are counted per status code: 'HTTP 429', 'HTTP 503'."""
+    return f"HTTP {status}"
