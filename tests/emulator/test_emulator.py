@@ -5,15 +5,15 @@ import re
 
 import aiohttp
 import numpy as np
-import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
-from infermeter.emulator import EmulatorConfig, running_emulator
+from infermeter.emulator import EmulatorConfig, Fault, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.load import LoadPattern, drive
-from infermeter.records import RunClock
+from infermeter.records import RunClock, failure_reason
 from infermeter.workload import ArrivalSpec, arrival_offsets
 from infermeter.workload.prompts import build_prompt
+from tests.timing import Noise, measured
 
 
 async def run_requests(url, reqs, pattern, api="completions"):
@@ -34,15 +34,24 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
-def test_server_times_agree_with_client_within_2ms_at_low_load():
-    with running_emulator(EmulatorConfig()) as url:
-        reqs = [PreparedRequest(i, build_prompt(i, 64), 64, 32) for i in range(6)]
-        records = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
-    for rec in records:
-        assert rec.status == "ok" and rec.output_tokens == 32 and rec.input_tokens == 64
-    diff = np.abs(np.concatenate([np.subtract(r.token_times, r.server_token_times) for r in records]))
-    # a systematic offset shows in the median; one OS scheduling hiccup on a shared machine is not a disagreement
-    assert np.median(diff) < 0.0005 and np.percentile(diff, 99) < 0.002, np.percentile(diff, [50, 99, 100]) * 1000
+def test_server_times_agree_with_the_clients_at_low_load():
+    """A systematic offset (a wrong anchor, upload time counted) shows in the median; the tail may only be as far
+    off as the machine's own noise during the test (benchmarks/server_time_agreement.py prints the tail)."""
+    reqs = [PreparedRequest(i, build_prompt(i, 64), 64, 32) for i in range(6)]
+
+    def measure():
+        with running_emulator(EmulatorConfig()) as url:
+            return asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
+
+    def check(records, noise: Noise) -> None:
+        for rec in records:
+            assert rec.status == "ok" and rec.output_tokens == 32 and rec.input_tokens == 64, rec.error
+        diff_ms = np.abs(np.concatenate([np.subtract(r.token_times, r.server_token_times) for r in records])) * 1e3
+        summary = f"|client - server| ms: p50 {np.median(diff_ms):.3f}, max {diff_ms.max():.3f}"
+        assert np.median(diff_ms) < 0.5, summary
+        assert diff_ms.max() < 2.0 + noise.allowance_s * 1e3, summary
+
+    measured(measure, check)
 
 
 def test_chat_api_streams_after_a_role_only_event():
@@ -79,44 +88,64 @@ def test_shrunken_kv_capacity_shows_preemptions_in_metrics():
         assert metric(text, name) is not None
 
 
-def test_ttft_p99_rises_steeply_past_saturation():
-    """static_fifo (B=8) on the seed's model, 5x faster: T(8, 250) / 5 = 0.38 s a batch, ~21 req/s capacity."""
-    cfg = EmulatorConfig(speed=5, prefix_caching=False, engine=EngineConfig(scheduler="static_fifo"))
-    p99 = {}
-    with running_emulator(cfg) as url:
-        for rate in (2.0, 8.0, 80.0):
-            n = 80
-            offsets = arrival_offsets(ArrivalSpec(kind="poisson", rate=rate), n, 1)
-            reqs = [PreparedRequest(i, build_prompt(i, 200), 200, 50) for i in range(n)]
-            records = asyncio.run(run_requests(url, reqs, LoadPattern(offsets=offsets)))
-            ttft = [r.token_times[0] - r.submitted_at for r in records if r.status == "ok"]
-            assert len(ttft) == n
-            p99[rate] = np.percentile(ttft, 99)
-    assert p99[80.0] > 4 * p99[8.0] and p99[8.0] < 2 * p99[2.0], p99
+def test_ttft_rises_steeply_past_saturation():
+    """static_fifo (B=8) on seeds/004's model, 10x faster: T(8, 250) / 10 = 0.19 s a batch, ~42 req/s capacity.
+    Below it TTFT is a batch wait at any rate (medians agree); past it the queue grows without bound."""
+    cfg = EmulatorConfig(speed=10, prefix_caching=False, engine=EngineConfig(scheduler="static_fifo"))
+    n = 60
+
+    def measure():
+        ttft = {}
+        with running_emulator(cfg) as url:
+            for rate in (5.0, 15.0, 200.0):
+                offsets = arrival_offsets(ArrivalSpec(kind="poisson", rate=rate), n, 1)
+                reqs = [PreparedRequest(i, build_prompt(i, 200), 200, 50) for i in range(n)]
+                records = asyncio.run(run_requests(url, reqs, LoadPattern(offsets=offsets)))
+                ttft[rate] = np.asarray([r.token_times[0] - r.submitted_at for r in records if r.status == "ok"])
+        return ttft
+
+    def check(ttft, noise: Noise) -> None:
+        assert all(len(t) == n for t in ttft.values()), {r: len(t) for r, t in ttft.items()}
+        p50 = {rate: float(np.median(t)) for rate, t in ttft.items()}
+        assert p50[15.0] < 2 * p50[5.0], p50  # below saturation: no queue to speak of
+        assert np.percentile(ttft[200.0], 99) > 4 * np.percentile(ttft[15.0], 99), p50  # past it: a growing queue
+
+    measured(measure, check)
 
 
-@pytest.mark.parametrize(
-    "knob, status, reason",
-    [
-        ({"error_rate": 1.0}, "error", "HTTP 500"),
-        ({"drop_rate": 1.0}, "error", "connection lost"),
-    ],
-)
-def test_fault_injection(knob, status, reason):
-    with running_emulator(EmulatorConfig(**knob)) as url:
-        reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 20) for i in range(4)]
-        records = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=2)))
-    assert len(records) == 4 and all(r.status == status and reason in r.error for r in records)
+def test_an_injected_fault_hits_its_share_of_requests():
+    """Faults never overlap: half the requests get HTTP 503, a quarter lose the connection mid-stream, the rest
+    are served; the shares come from one seeded draw per request."""
+    faults = [Fault(kind="http_503", share=0.5), Fault(kind="reset_mid_stream", share=0.25)]
+    with running_emulator(EmulatorConfig(faults=faults, speed=10)) as url:
+        reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 20) for i in range(200)]
+        records = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=8)))
+    reasons = [failure_reason(r.error) if r.status != "ok" else "ok" for r in records]
+    counts = {k: reasons.count(k) for k in set(reasons)}
+    assert set(counts) == {"ok", "HTTP 503", "connection lost mid-stream"}, counts
+    assert 80 <= counts["HTTP 503"] <= 120 and 30 <= counts["connection lost mid-stream"] <= 70, counts
 
 
 def test_stall_and_output_filter_show_in_timing():
-    with running_emulator(EmulatorConfig(stall_rate=1.0, stall_s=0.4)) as url:
-        reqs = [PreparedRequest(0, build_prompt(0, 16), 16, 10)]
-        (stalled,) = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
-    with running_emulator(EmulatorConfig(output_filter_ms=50)) as url:
-        (filtered,) = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
-    assert stalled.status == filtered.status == "ok"
-    # ten tokens take ~70 ms on this engine; the injected pause holds the stream 0.4 s somewhere
-    assert stalled.token_times[-1] - stalled.submitted_at > 0.4
-    delay = np.asarray(filtered.token_times) - np.asarray(filtered.server_token_times)
-    assert np.all(delay > 0.045) and np.all(delay < 0.06)  # every event held by the output filter
+    stall = EmulatorConfig(faults=[Fault(kind="stall_mid_stream", stall_s=0.4)])
+    reqs = [PreparedRequest(0, build_prompt(0, 16), 16, 10)]
+
+    def measure():
+        with running_emulator(stall) as url:
+            (stalled,) = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
+        with running_emulator(EmulatorConfig(output_filter_ms=50)) as url:
+            (filtered,) = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=1)))
+        return stalled, filtered
+
+    def check(result, noise: Noise) -> None:
+        stalled, filtered = result
+        assert stalled.status == filtered.status == "ok"
+        # ten tokens take ~70 ms on this engine; the injected pause holds the stream 0.4 s after the fifth
+        gaps = np.diff(stalled.token_times)
+        assert gaps.max() > 0.4 and int(np.argmax(gaps)) == 4, gaps.round(3)
+        # every event is held by the output filter 50 ms past its emission
+        delay_ms = (np.asarray(filtered.token_times) - np.asarray(filtered.server_token_times)) * 1e3
+        assert 49.5 < np.median(delay_ms) < 51.5, delay_ms.round(2)
+        assert delay_ms.min() > 49 - noise.allowance_s * 1e3 and delay_ms.max() < 52 + noise.allowance_s * 1e3
+
+    measured(measure, check)

@@ -4,26 +4,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infermeter.config_files import load_model
+from infermeter.emulator.faults import Fault, check_shares
 from infermeter.engine.config import EngineConfig
 
 
 class EmulatorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: str = "infermeter-emulator"
     engine: EngineConfig = Field(default_factory=EngineConfig)
-    speed: float = Field(default=1.0, gt=0, description="run the engine this many times faster than its model")
+    speed: float = Field(default=1.0, gt=0, le=1e6, description="run the engine this many times faster than its model")
     prefix_caching: bool = True
-    max_model_len: int = Field(default=131072, gt=0)
-    input_filter_ms: float = Field(default=0.0, ge=0, description="guardrail before the engine (adds to TTFT)")
-    output_filter_ms: float = Field(default=0.0, ge=0, description="guardrail delay on every streamed event")
-    error_rate: float = Field(default=0.0, ge=0, le=1, description="share of requests answered with HTTP 500")
-    stall_rate: float = Field(default=0.0, ge=0, le=1, description="share of streams that pause once")
-    stall_s: float = Field(default=1.0, ge=0)
-    drop_rate: float = Field(default=0.0, ge=0, le=1, description="share of streams cut off mid-way")
-    seed: int = 0
+    max_model_len: int = Field(default=131072, gt=0, le=10**8)
+    input_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail before the engine (+ TTFT)")
+    output_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail delay on every streamed event")
+    faults: list[Fault] = Field(default_factory=list, description="injected faults (emulator/faults.py)")
+    api_key: str | None = Field(default=None, description="when set, requests must carry it (else HTTP 401)")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("faults")
+    @classmethod
+    def _shares(cls, faults: list[Fault]) -> list[Fault]:
+        check_shares(faults)
+        return faults
 
 
 def load_emulator_config(path: Path) -> EmulatorConfig:

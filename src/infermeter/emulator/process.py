@@ -10,12 +10,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 
 ANNOUNCE = "infermeter emulator listening on "
+
+
+@dataclass(frozen=True)
+class EmulatorProcess:
+    """A running emulator: its base URL and its process (fault tests kill it)."""
+
+    url: str
+    process: subprocess.Popen[str]
 
 
 @contextlib.contextmanager
@@ -28,6 +37,15 @@ def running_emulator(
     duration: on a small VM, client and server migrating across the same cores caused ~8 ms stalls every
     half second, which pinning removes.
     """
+    with emulator_process(config, timeout_s, pin_cpus) as emu:
+        yield emu.url
+
+
+@contextlib.contextmanager
+def emulator_process(
+    config: EmulatorConfig | None = None, timeout_s: float = 30.0, pin_cpus: bool = False
+) -> Iterator[EmulatorProcess]:
+    """`running_emulator`, yielding the process as well as the URL."""
     config = config or EmulatorConfig()
     with tempfile.TemporaryDirectory() as tmp:
         cfg_path = Path(tmp) / "emulator.json"
@@ -39,7 +57,7 @@ def running_emulator(
         )
         saved = _pin(proc.pid) if pin_cpus else None
         try:
-            yield _wait_for_url(proc, timeout_s, Path(tmp) / "stderr.log")
+            yield EmulatorProcess(_wait_for_url(proc, timeout_s, Path(tmp) / "stderr.log"), proc)
         finally:
             if saved is not None:
                 os.sched_setaffinity(0, saved)

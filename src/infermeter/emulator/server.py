@@ -2,13 +2,17 @@
 /health, /tokenize and a Prometheus /metrics with vLLM's metric names.
 
 Every emitted token is one SSE event.  The final event carries usage and, under "infermeter", the server's own
-emission time of each token as seconds after the request arrived (infermeter's ITL option C).
+emission time of each token as seconds after the request arrived (infermeter's ITL option C).  Configured faults
+(emulator/faults.py) are injected per request; with `api_key` set, requests without it get HTTP 401 echoing the
+key they presented, as some hosted APIs do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import signal
 import time
 import uuid
 from typing import Any
@@ -22,7 +26,9 @@ from prometheus_client.core import GaugeMetricFamily
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.engine_loop import Handle, RealClockEngine, count_chat, prompt_words
+from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.prefix_cache import PrefixCache
+from infermeter.process_limits import raise_open_files_limit
 
 WORDS = (
     "the",
@@ -100,6 +106,7 @@ class Emulator:
             else None
         )
         self.rng = np.random.default_rng(config.seed)
+        self.faults = FaultPlan(config.faults, config.seed)
         self.registry = CollectorRegistry()
         reg, m = self.registry, config.model
 
@@ -122,8 +129,20 @@ class Emulator:
 
     # ----- app wiring
 
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """With api_key set, /v1/ needs it; a wrong key is echoed back in the 401 body, as some servers do."""
+        key = self.config.api_key
+        if key is not None and request.path.startswith("/v1/"):
+            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if given != key:
+                message = f"Incorrect API key provided: {given or '(none)'}. Check the key and try again."
+                body = {"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}}
+                return web.json_response(body, status=401)
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024**2)
+        app = web.Application(client_max_size=64 * 1024**2, middlewares=[self._auth])
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
@@ -213,15 +232,19 @@ class Emulator:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         except (TypeError, ValueError):
             raise _bad_request("max_tokens must be an integer") from None
+        if max_tokens < 1:
+            raise _bad_request("max_tokens must be at least 1")
         if len(words) + max_tokens > cfg.max_model_len:
             raise _bad_request(
                 f"prompt ({len(words)}) + max_tokens ({max_tokens}) exceeds max_model_len {cfg.max_model_len}"
             )
-        faults = self.rng.random(3)
-        if faults[0] < cfg.error_rate:
-            return web.json_response(
-                {"error": {"message": "injected failure (error_rate)", "type": "server_error", "code": 500}}, status=500
-            )
+        fault = self.faults.draw()
+        if fault is not None and fault.kind in HTTP_STATUS:
+            return _http_fault(fault)
+        if fault is not None and fault.kind == "reset_before_headers":
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)  # never reaches the client: the connection is gone
         cached = self.cache.lookup_and_insert(words) if self.cache is not None else 0
         if self.cache is not None:
             self.prefix_queries.inc(len(words))
@@ -232,14 +255,13 @@ class Emulator:
         if isinstance(handle, str):
             raise _bad_request(handle)
         self.prompt_tokens.inc(len(words) - cached)
-        stall_at = int(self.rng.integers(0, max_tokens)) if faults[1] < cfg.stall_rate else -1
-        drop_at = int(self.rng.integers(0, max_tokens)) if faults[2] < cfg.drop_rate else -1
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         if not body.get("stream", False):
             return await self._whole(handle, rid, chat, len(words), received)
-        return await self._stream(request, body, handle, rid, chat, len(words), received, stall_at, drop_at)
+        return await self._stream(request, body, handle, rid, chat, len(words), received, fault)
 
     async def _whole(self, handle: Handle, rid: str, chat: bool, prompt: int, received: float) -> web.Response:
+        """A non-streaming reply (faults other than HTTP errors and resets apply to streams only)."""
         times = []
         while (t := await handle.queue.get()) is not None:
             times.append(t)
@@ -266,8 +288,7 @@ class Emulator:
         chat: bool,
         prompt: int,
         received: float,
-        stall_at: int,
-        drop_at: int,
+        fault: Fault | None,
     ) -> web.StreamResponse:
         assert self.engine is not None
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -277,32 +298,21 @@ class Emulator:
         model = self.config.model
         obj = "chat.completion.chunk" if chat else "text_completion"
         delay = self.config.output_filter_ms / 1000
+        kind = fault.kind if fault is not None else None
+        strike = fault.token_index(handle.req.output) if fault is not None else -1
+        out = _Writer(resp, kind)
         times: list[float] = []
         try:
+            if kind == "keep_alive":
+                await out.raw(b": keep-alive\n\n")
             if chat:
-                await resp.write(
-                    _event(
-                        {
-                            "id": rid,
-                            "object": obj,
-                            "created": created,
-                            "model": model,
-                            "choices": [
-                                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-                            ],
-                        }
-                    )
-                )
+                role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [role]})
+            if kind == "stall_before_first_token" and fault is not None:
+                await asyncio.sleep(fault.stall_s)
             while (t := await handle.queue.get()) is not None:
                 k = len(times)
                 times.append(t)
-                if k == drop_at:
-                    self.engine.abandon(handle)
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return resp
-                if k == stall_at:
-                    await asyncio.sleep(self.config.stall_s)
                 if delay:
                     wait = t + delay - time.perf_counter()
                     if wait > 0:
@@ -310,9 +320,9 @@ class Emulator:
                 piece = _word(k)
                 choice: dict[str, Any] = {"index": 0, "finish_reason": None}
                 choice.update({"delta": {"content": piece}} if chat else {"text": piece})
-                await resp.write(
-                    _event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
-                )
+                await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
+                if k == strike and fault is not None and await self._mid_stream(fault, request, handle, out):
+                    return resp
             self._account(times, received)
             final: dict[str, Any] = {
                 "id": rid,
@@ -326,14 +336,42 @@ class Emulator:
                     "cached_tokens": handle.req.cached,
                 },
             }
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and kind != "no_final_usage":
                 final["usage"] = _usage(prompt, len(times))
-            await resp.write(_event(final))
-            await resp.write(b"data: [DONE]\n\n")
+            await out.event(final)
+            if kind == "reset_before_done":
+                _abort(request)
+                return resp
+            if kind != "no_done":
+                await out.raw(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             self.engine.abandon(handle)
             raise
         return resp
+
+    async def _mid_stream(self, fault: Fault, request: web.Request, handle: Handle, out: _Writer) -> bool:
+        """Strike a mid-stream fault after the current token; True when the stream ends here."""
+        assert self.engine is not None
+        if fault.kind == "stall_mid_stream":
+            await asyncio.sleep(fault.stall_s)
+            return False
+        if fault.kind == "reset_mid_stream":
+            self.engine.abandon(handle)
+            _abort(request)
+            return True
+        if fault.kind == "invalid_json":
+            await out.raw(b'data: {"choices": [{"text": " broken\n\n')
+            return False
+        if fault.kind == "line_without_data":
+            await out.raw(b"this line has no data field\n\n")
+            return False
+        if fault.kind == "error_event":
+            self.engine.abandon(handle)
+            error = {"message": "engine failure while decoding (injected fault)", "type": "server_error", "code": 500}
+            await out.event({"error": error})
+            await out.raw(b"data: [DONE]\n\n")
+            return True
+        return False
 
     def _account(self, times: list[float], received: float) -> None:
         if not times:
@@ -350,8 +388,42 @@ def _word(k: int) -> str:
     return " " + WORDS[k % len(WORDS)]
 
 
-def _event(obj: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
+class _Writer:
+    """Writes SSE events, in the stream shape a fault asks for (CRLF, split into small writes, keep-alives)."""
+
+    SPLIT = 7  # bytes per write for split_reads
+
+    def __init__(self, resp: web.StreamResponse, kind: str | None) -> None:
+        self.resp = resp
+        self.kind = kind
+
+    async def event(self, obj: dict[str, Any]) -> None:
+        await self.raw(b"data: " + orjson.dumps(obj) + b"\n\n")
+        if self.kind == "keep_alive":
+            await self.raw(b": keep-alive\n\n")
+
+    async def raw(self, data: bytes) -> None:
+        if self.kind == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        if self.kind != "split_reads":
+            await self.resp.write(data)
+            return
+        for i in range(0, len(data), self.SPLIT):
+            await self.resp.write(data[i : i + self.SPLIT])
+            await asyncio.sleep(0.0005)  # let each piece leave as its own segment
+
+
+def _abort(request: web.Request) -> None:
+    if request.transport is not None:
+        request.transport.abort()
+
+
+def _http_fault(fault: Fault) -> web.Response:
+    status = HTTP_STATUS[fault.kind]
+    headers = {"Retry-After": f"{fault.retry_after_s:g}"} if fault.retry_after_s is not None else None
+    kind = "rate_limit_error" if status == 429 else "server_error"
+    body = {"error": {"message": HTTP_MESSAGE[status], "type": kind, "code": status}}
+    return web.json_response(body, status=status, headers=headers)
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -366,15 +438,22 @@ def _bad_request(message: str) -> web.HTTPBadRequest:
 
 
 async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 8000, announce: bool = True) -> None:
-    """Run until cancelled; prints the bound URL first (port 0 picks a free port)."""
+    """Run until SIGINT or SIGTERM (or cancellation), then close cleanly; prints the bound URL first (port 0 picks
+    a free port)."""
+    raise_open_files_limit()  # one socket per queued request
     runner = web.AppRunner(Emulator(config).app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    if announce:
-        print(f"infermeter emulator listening on http://{host}:{bound}", flush=True)
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, done.set)
     try:
-        await asyncio.Event().wait()
+        site = web.TCPSite(runner, host, port, backlog=4096)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        if announce:
+            print(f"infermeter emulator listening on http://{host}:{bound}", flush=True)
+        await done.wait()
     finally:
         await runner.cleanup()
