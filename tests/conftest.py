@@ -49,7 +49,7 @@ def hand_records() -> list[RequestRecord]:
             chunk_times=[1.9],
             chunk_tokens=[1],
             status="error",
-            error="connection reset after 1 token",
+            error="connection lost mid-stream: after 1 tokens",
         ),
         # server-reported times (option C) beside a 2-token chunk
         RequestRecord(

@@ -12,7 +12,8 @@ def test_summary_of_hand_records(records):
         "failed": 1,
         "success_rate": 0.75,
         "by_status": {"ok": 3, "error": 1, "timeout": 0, "cancelled": 0},
-        "errors": [{"reason": "connection reset after 1 token", "count": 1}],
+        "failures_by_reason": {"connection lost mid-stream": 1},
+        "errors": [{"error": "connection lost mid-stream: after 1 tokens", "count": 1}],
     }
     # window: first submission 0.5 to last token 2.2
     assert s["duration_s"] == pytest.approx(1.7)

@@ -98,7 +98,7 @@ def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
             scrape_interval=0.2,
             telemetry_interval=0.2,
         )
-        _, summary = asyncio.run(benchmark(opts))
+        summary = asyncio.run(benchmark(opts)).summary
     assert (tmp_path / "r" / "server_metrics.parquet").is_file() and (tmp_path / "r" / "telemetry.parquet").is_file()
     m = summary["server_metrics"]
     assert m["scrapes"] >= 5 and m["running"]["max"] >= 1 and m["kv_usage"]["max"] > 0

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +45,7 @@ class LiveStats:
     sent: int = 0
     done: int = 0
     failed: int = 0
-    ttfts: list[float] = field(default_factory=list)
+    ttfts: deque[float] = field(default_factory=lambda: deque(maxlen=500))  # the most recent only: bounded memory
     stopping: bool = False
 
     @property
@@ -52,8 +53,7 @@ class LiveStats:
         return self.sent - self.done
 
     def ttft_p50_ms(self) -> float | None:
-        recent = self.ttfts[-500:]
-        return float(np.median(recent)) * 1000 if recent else None
+        return float(np.median(self.ttfts)) * 1000 if self.ttfts else None
 
     def record(self, rec: RequestRecord) -> None:
         self.done += 1
@@ -82,9 +82,12 @@ def quiet_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
+OnSend = Callable[[PreparedRequest, float], None]
+
+
 async def drive(
     client: OpenAIClient,
-    requests: Sequence[PreparedRequest],
+    requests: Iterable[PreparedRequest],
     pattern: LoadPattern,
     sink: Callable[[RequestRecord], None],
     stats: LiveStats | None = None,
@@ -92,15 +95,17 @@ async def drive(
     grace_s: float = 30.0,
     lead_s: float = 0.02,
     hard_stop: asyncio.Event | None = None,
+    on_send: OnSend | None = None,
 ) -> None:
-    """Send the requests under the pattern; every request that was sent reaches `sink` as one record."""
+    """Send the requests under the pattern; every request that was sent reaches `sink` as exactly one record, a
+    cancelled one included.  `on_send(request, scheduled_at)` is told of each send before it starts."""
     with quiet_gc():
-        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop)
+        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop, on_send)
 
 
 async def _drive(
     client: OpenAIClient,
-    requests: Sequence[PreparedRequest],
+    requests: Iterable[PreparedRequest],
     pattern: LoadPattern,
     sink: Callable[[RequestRecord], None],
     stats: LiveStats | None,
@@ -108,6 +113,7 @@ async def _drive(
     grace_s: float,
     lead_s: float,
     hard_stop: asyncio.Event | None,
+    on_send: OnSend | None,
 ) -> None:
     stats = stats or LiveStats()
     stop = stop or asyncio.Event()
@@ -116,9 +122,14 @@ async def _drive(
 
     async def one(req: PreparedRequest, scheduled_at: float) -> None:
         stats.sent += 1
-        rec = await client.send(req, scheduled_at)
-        stats.record(rec)
-        sink(rec)
+        if on_send is not None:
+            on_send(req, scheduled_at)
+        rec = req.record(scheduled_at)
+        try:
+            await client.send(req, scheduled_at, rec)
+        finally:  # a cancelled request is recorded too, then the cancellation goes on
+            stats.record(rec)
+            sink(rec)
 
     t_start = clock.now() + lead_s
     if pattern.offsets is not None:
@@ -198,3 +209,6 @@ async def finish_in_flight(
             t.cancel()
         if pending:
             await asyncio.wait(pending)
+            for t in pending:  # collect the cancellations so asyncio does not report them as never retrieved
+                if not t.cancelled():
+                    t.exception()

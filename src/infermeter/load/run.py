@@ -16,11 +16,24 @@ import numpy as np
 import orjson
 
 from infermeter.client.openai import Api, ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
-from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, write_run_info, write_summary
+from infermeter.process_limits import raise_open_files_limit
+from infermeter.records import (
+    RequestRecord,
+    RunClock,
+    RunInfo,
+    RunWriter,
+    claim_run_dir,
+    disk_trouble,
+    write_run_info,
+    write_summary,
+)
+from infermeter.secrets import redact_url
+from infermeter.workload import ids
 from infermeter.workload.arrivals import ArrivalSpec
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter, build_prompt
@@ -40,6 +53,7 @@ class RunOptions:
     out: Path
     api: Api = "completions"
     model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
     workload: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -76,42 +90,56 @@ class RunOptions:
         return 100_000  # closed loop bounded by time: more than it can send
 
 
+@dataclass
+class RunResult:
+    """What a run left: its directory, its summary, and why it ended early (None when it ran as planned)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    stopped: str | None = None  # "interrupted" (SIGINT), "terminated" (SIGTERM) or why the directory failed
+    disk_failure: str | None = None
+
+
 def prepared(
-    requests: Requests, seed: int, id_offset: int = 0, prompter: ExactPrompter | None = None
+    requests: Requests, seed: int, id_base: int = ids.MEASURED, prompter: ExactPrompter | None = None
 ) -> Iterator[PreparedRequest]:
     """Prompts built lazily, one per request, as the driver asks for them: exact-length under a tokenizer when
-    one is given, else whole words (one token each to the emulator)."""
+    one is given, else whole words (one token each to the emulator).  Ids come from the range at `id_base`."""
     prefixes: dict[int, str] = {}
     raw = ExactPrompter(prompter.tok, chat=False, seed=seed) if prompter is not None else None
     for i in range(len(requests)):
-        rid, n = id_offset + i, int(requests.input_tokens[i])
+        rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
         if prompter is not None and raw is not None:
             if pid >= 0 and pid not in prefixes:
-                prefixes[pid] = raw.build(max(ptok, 1), 10**9 + pid)
+                prefixes[pid] = raw.build_prefix(max(ptok, 1), pid)
             text = prompter.build(n, rid, prefixes.get(pid, ""))
         else:
             text = build_prompt(rid, n, pid, ptok, seed)
         yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]))
 
 
-async def discover_model(url: str) -> str:
-    """The first model the server lists, for runs that do not name one."""
+async def discover_model(config: ClientConfig) -> str:
+    """The first model the server lists, for runs that do not name one (asked with the run's credentials)."""
+    url = endpoint(config.base_url, "/v1/models")
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
-            s.get(url.rstrip("/") + "/v1/models") as r,
+            s.get(url, headers=config.headers()) as r,
         ):
+            if r.status != 200:
+                hint = "check --url and the API key, or give --model"
+                raise UserError(f"could not list models at {redact_url(url)} (HTTP {r.status}): {hint}")
             data = orjson.loads(await r.read())
             return str(data["data"][0]["id"])
     except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, orjson.JSONDecodeError, TypeError) as exc:
-        raise UserError(f"could not list models at {url}/v1/models ({type(exc).__name__}): give --model") from None
+        raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
 
 
 async def _probe(client: OpenAIClient, n: int) -> float | None:
+    rid = ids.request_id(ids.PROBE, n)
     rec = await client.send(
-        PreparedRequest(2 * 10**9 + n, build_prompt(2 * 10**9 + n, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT),
-        client.clock.now(),
+        PreparedRequest(rid, build_prompt(rid, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
     )
     if rec.status != "ok" or not rec.token_times:
         return None
@@ -124,9 +152,12 @@ async def warm_up(
     pattern: LoadPattern,
     stats: LiveStats,
     prompter: ExactPrompter | None = None,
+    stop: asyncio.Event | None = None,
+    hard_stop: asyncio.Event | None = None,
 ) -> dict[str, Any]:
     """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
-    stable.  Nothing of it reaches the records."""
+    stable.  Nothing of it reaches the records.  A stop ends it early (its block says so)."""
+    stop = stop or asyncio.Event()
     t0 = time.perf_counter()
     before = await _probe(client, 0)
     if opts.warmup == -1:
@@ -146,10 +177,12 @@ async def warm_up(
         barrier=False,
     )
     records: list[RequestRecord] = []
-    warm_requests = list(prepared(reqs, opts.seed + 1, id_offset=10**9, prompter=prompter))
-    await drive(client, warm_requests, warm_pattern, records.append, stats)
+    warm_requests = list(prepared(reqs, opts.seed + 1, id_base=ids.WARMUP, prompter=prompter))
+    await drive(client, warm_requests, warm_pattern, records.append, stats, stop, grace_s=5.0, hard_stop=hard_stop)
     probes: list[float] = []
     for k in range(1, 11):
+        if stop.is_set():
+            break
         p = await _probe(client, k)
         if p is not None:
             probes.append(p)
@@ -158,11 +191,11 @@ async def warm_up(
             break
     last = probes[-3:]
     return {
-        "done": True,
+        "done": not stop.is_set(),
         "requests": len(records),
         "failed": sum(r.status != "ok" for r in records),
         "output_tokens": sum(len(r.token_times) for r in records),
-        "queue_drained": True,
+        "queue_drained": not stop.is_set(),
         "probe_before_s": before,
         "probes_after_s": probes,
         "stable": len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
@@ -233,8 +266,55 @@ class _Display:
                 await asyncio.sleep(0.25)
 
 
-async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
-    """Run the benchmark; returns the run directory and its summary.  Ctrl-C stops sending and keeps all."""
+class _Stopper:
+    """SIGINT stops sending and lets in-flight requests finish (a second SIGINT cancels them); SIGTERM stops
+    sending and cancels in-flight requests at once; a failed run directory does the same as SIGTERM."""
+
+    def __init__(self) -> None:
+        self.stop, self.hard_stop = asyncio.Event(), asyncio.Event()
+        self.reason: str | None = None
+
+    def interrupt(self) -> None:
+        if self.stop.is_set():
+            self.hard_stop.set()
+        self.reason = self.reason or "interrupted"
+        self.stop.set()
+
+    def terminate(self, reason: str = "terminated") -> None:
+        self.reason = self.reason or reason
+        self.stop.set()
+        self.hard_stop.set()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """The handlers for the block; the process's own handlers come back afterwards."""
+        loop = asyncio.get_running_loop()
+        handlers = {signal.SIGINT: self.interrupt, signal.SIGTERM: lambda: self.terminate()}
+        saved = {sig: signal.getsignal(sig) for sig in handlers}
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig, handler in handlers.items():
+                loop.add_signal_handler(sig, handler)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                for sig, previous in saved.items():
+                    loop.remove_signal_handler(sig)
+                    signal.signal(sig, previous)
+
+
+STOP_NOTES = {
+    "interrupted": "run stopped by Ctrl-C (SIGINT) after {sent} of {n} requests were sent",
+    "terminated": "run stopped by SIGTERM after {sent} of {n} requests were sent; requests in flight were cancelled",
+}
+
+
+async def benchmark(opts: RunOptions) -> RunResult:
+    """Run the benchmark; returns the run directory, its summary and why it stopped early, if it did.
+
+    SIGINT/SIGTERM stop the run and keep everything measured; a run directory that cannot be written (disk full)
+    stops it too, and the records it could not take are still in the returned summary.
+    """
     clock = RunClock()
     n = opts.request_count()
     reqs, declaration = _workload(opts, n, opts.seed)
@@ -250,92 +330,122 @@ async def benchmark(opts: RunOptions) -> tuple[Path, dict[str, Any]]:
     if opts.tokenizer:
         tok = resolve_tokenizer(opts.tokenizer)
         prompter = ExactPrompter(tok, chat=opts.api == "chat", seed=opts.seed)
-    model = opts.model or await discover_model(opts.url)
     cfg = ClientConfig(
         opts.url,
         opts.api,
-        model,
+        opts.model,
+        api_key_env=opts.api_key_env,
         connect_timeout=opts.connect_timeout,
         first_token_timeout=opts.first_token_timeout,
         total_timeout=opts.total_timeout,
         ignore_eos=opts.ignore_eos,
         extra_body=opts.extra_body,
     )
+    if not cfg.model:
+        cfg.model = await discover_model(cfg)
+    info = RunInfo(
+        kind="emulated" if opts.sut.get("emulated") else "live",
+        sut={"model": cfg.model, "url": redact_url(opts.url), **{k: v for k, v in opts.sut.items() if k != "emulated"}},
+        workload=declaration,
+        load={
+            "description": _describe_load(opts, pattern),
+            "requests": n,
+            "duration_s": opts.duration,
+            "concurrency": opts.concurrency,
+            "barrier": opts.barrier,
+            "arrivals": declaration.get("arrivals"),
+        },
+        warmup={"done": False, "note": "warm-up not started yet"},
+        slo=opts.slo,
+        client=cfg.declaration(),
+        deadlines=opts.deadlines,
+    )
+    info.client["open_files_limit"] = raise_open_files_limit()
+    claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
     client = OpenAIClient(cfg, clock)
-    stop, hard_stop = asyncio.Event(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_sigint() -> None:
-        (hard_stop if stop.is_set() else stop).set()
-
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    stopper = _Stopper()
     try:
-        warm: dict[str, Any] = {"done": False, "note": "warm-up skipped (--warmup off): cold start measured"}
-        if opts.warmup:
-            warm_stats = LiveStats()
-            async with _Display(warm_stats, 0, opts.progress, "warm-up"):
-                warm = await warm_up(client, opts, pattern, warm_stats, prompter)
-        info = RunInfo(
-            kind="emulated" if opts.sut.get("emulated") else "live",
-            sut={"model": model, "url": opts.url, **{k: v for k, v in opts.sut.items() if k != "emulated"}},
-            workload=declaration,
-            load={
-                "description": _describe_load(opts, pattern),
-                "requests": n,
-                "duration_s": opts.duration,
-                "concurrency": opts.concurrency,
-                "barrier": opts.barrier,
-                "arrivals": declaration.get("arrivals"),
-            },
-            tokenizer=_tokenizer_block(prompter, client.counting),
-            warmup=warm,
-            slo=opts.slo,
-            client=cfg.declaration(),
-            deadlines=opts.deadlines,
-            started_at_clock=clock.now(),
-        )
-        requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
-        if prompter is not None:
-            if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
-                requests_in = list(requests_in)
-            sample = (
-                requests_in[:16]
-                if isinstance(requests_in, list)
-                else list(prepared(reqs.head(16), opts.seed, prompter=prompter))
-            )
-            info.prompt_verification = await verify_prompts(client, prompter, sample)
-        writer = RunWriter(opts.out, info)
-        stats = LiveStats()
-        scraper, sampler = await _start_monitors(opts, clock, info)
-        async with _Display(stats, n, opts.progress, "benchmark"):
-            await drive(
-                client,
-                requests_in,
-                pattern,
-                writer.append,
-                stats,
-                stop,
-                opts.grace_s,
-                hard_stop=hard_stop,
-            )
-        table = writer.close()
-        cols = RecordColumns.from_table(table)
-        monitors = await _stop_monitors(opts, scraper, sampler, cols)
-        info.itl_option = choose_itl_option(cols)  # type: ignore[assignment]
-        if stop.is_set():
-            info.notes.append(f"run stopped by Ctrl-C after {stats.sent} of {n} requests were sent")
-        write_run_info(opts.out, info)
-        summary = summarize(
-            cols, info.itl_option, opts.slo, parse_deadlines(opts.deadlines) if opts.deadlines else None
-        )
-        summary.update(monitors)
-        write_summary(opts.out, summary)
-        return opts.out, summary
+        with stopper.installed():
+            return await _measure(opts, clock, client, reqs, n, pattern, prompter, info, stopper)
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
         await client.close()
+
+
+async def _measure(
+    opts: RunOptions,
+    clock: RunClock,
+    client: OpenAIClient,
+    reqs: Requests,
+    n: int,
+    pattern: LoadPattern,
+    prompter: ExactPrompter | None,
+    info: RunInfo,
+    stopper: _Stopper,
+) -> RunResult:
+    """Warm-up, then the measured load into the claimed run directory, then the summary."""
+    warm: dict[str, Any] = {
+        "done": False,
+        "cold_start": True,
+        "note": "warm-up skipped (--warmup off): a cold start was measured (draft 4.5.3)",
+    }
+    if opts.warmup:
+        warm_stats = LiveStats()
+        async with _Display(warm_stats, 0, opts.progress, "warm-up"):
+            warm = await warm_up(client, opts, pattern, warm_stats, prompter, stopper.stop, stopper.hard_stop)
+    info.warmup = warm
+    info.tokenizer = _tokenizer_block(prompter, client.counting)
+    info.started_at_clock = clock.now()  # type: ignore[attr-defined]
+    requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
+    if prompter is not None and not stopper.stop.is_set():
+        if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
+            requests_in = list(requests_in)
+        sample = (
+            requests_in[:16]
+            if isinstance(requests_in, list)
+            else list(prepared(reqs.head(16), opts.seed, prompter=prompter))
+        )
+        info.prompt_verification = await verify_prompts(client, prompter, sample)  # type: ignore[attr-defined]
+    writer = RunWriter(opts.out, info, on_failure=lambda reason: stopper.terminate(reason), claimed=True)
+    stats = LiveStats()
+    scraper, sampler = await _start_monitors(opts, clock, info)
+    if stopper.stop.is_set():
+        requests_in = []  # stopped during the warm-up: nothing is measured
+    async with _Display(stats, n, opts.progress, "benchmark"):
+        await drive(
+            client,
+            requests_in,
+            pattern,
+            writer.append,
+            stats,
+            stopper.stop,
+            opts.grace_s,
+            hard_stop=stopper.hard_stop,
+            on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
+        )
+    await client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
+    table = writer.close()
+    cols = RecordColumns.from_table(table)
+    monitors = await _stop_monitors(opts, scraper, sampler, cols, info)
+    info.itl_option = choose_itl_option(cols)  # type: ignore[assignment]
+    if writer.failure is not None:
+        kept = len(table) - len(writer.unwritten)
+        info.notes.append(
+            f"{writer.failure}: the run stopped after {stats.sent} of {n} requests were sent; {kept} records are in "
+            f"the run directory, {len(writer.unwritten)} only in this report"
+        )
+    elif stopper.reason in STOP_NOTES:
+        when = " during the warm-up" if not warm.get("done") and opts.warmup else ""
+        info.notes.append(STOP_NOTES[stopper.reason].format(sent=stats.sent, n=n) + when)
+    info.stopped = writer.failure or stopper.reason
+    summary = summarize(cols, info.itl_option, opts.slo, parse_deadlines(opts.deadlines) if opts.deadlines else None)
+    summary.update(monitors)
+    try:
+        write_run_info(opts.out, info)
+        if writer.failure is None:
+            write_summary(opts.out, summary)
+    except OSError as exc:
+        writer.failure = writer.failure or disk_trouble(exc)
+    return RunResult(opts.out, summary, stopper.reason, writer.failure)
 
 
 async def _start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tuple[Any, Any]:
@@ -356,25 +466,34 @@ async def _start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> t
         sampler = TelemetrySampler(clock, opts.telemetry_interval)
         await sampler.start()
         info.telemetry = {"interval_s": opts.telemetry_interval, "sources": sampler.sources()}
-    write_run_info(opts.out, info)
+    with contextlib.suppress(OSError):  # a failing disk is the writer's to report
+        write_run_info(opts.out, info)
     return scraper, sampler
 
 
-async def _stop_monitors(opts: RunOptions, scraper: Any, sampler: Any, cols: RecordColumns) -> dict[str, Any]:
+async def _stop_monitors(
+    opts: RunOptions, scraper: Any, sampler: Any, cols: RecordColumns, info: RunInfo
+) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from infermeter.metrics.throughput import measurement_window
     from infermeter.telemetry.energy import energy_block
 
+    def save(table: Any, name: str) -> None:
+        try:
+            pq.write_table(table, opts.out / name)
+        except OSError as exc:
+            info.notes.append(f"{name} was not written: {disk_trouble(exc)}")
+
     out: dict[str, Any] = {}
     if scraper is not None:
         await scraper.stop()
-        pq.write_table(scraper.data.table(), opts.out / "server_metrics.parquet")
+        save(scraper.data.table(), "server_metrics.parquet")
         out["server_metrics"] = scraper.data.summary()
     if sampler is not None:
         await sampler.stop()
         table = sampler.table()
-        pq.write_table(table, opts.out / "telemetry.parquet")
+        save(table, "telemetry.parquet")
         start, end = measurement_window(cols)
         samples = {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
         tokens = int(cols.output_tokens[cols.ok].sum())
@@ -421,7 +540,7 @@ async def verify_prompts(
     """Count a sample of the run's prompts with the server's own tokenizer, when it offers an endpoint."""
     from infermeter.client.tokenize import ServerTokenizer
 
-    server = ServerTokenizer(client.config.base_url, client.config.model)
+    server = ServerTokenizer(client.config.base_url, client.config.model, client.headers)
     checked, mismatches, examples = 0, 0, []
     for req in sample:
         got = await server.count(client.session, prompter.render(req.prompt))

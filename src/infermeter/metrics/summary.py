@@ -14,6 +14,7 @@ from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
 from infermeter.metrics.statistics import stats
 from infermeter.metrics.throughput import measurement_window, throughput
+from infermeter.records import STATUSES, failure_reason
 
 MS = 1000.0
 
@@ -45,7 +46,8 @@ def summarize(
             "ok": n_ok,
             "failed": cols.n - n_ok,
             "success_rate": (n_ok / cols.n) if cols.n else None,
-            "by_status": {s: status_counts.get(s, 0) for s in ("ok", "error", "timeout", "cancelled")},
+            "by_status": {s: status_counts.get(s, 0) for s in STATUSES},
+            "failures_by_reason": _failures_by_reason(cols),
             "errors": _top_errors(cols),
         },
         "duration_s": window,
@@ -73,9 +75,15 @@ def summarize(
     return summary
 
 
+def _failures_by_reason(cols: RecordColumns) -> dict[str, int]:
+    """Failed requests counted by the reason part of their error ("HTTP 429", "first-token timeout", ...)."""
+    failed = ~cols.ok
+    return dict(Counter(failure_reason(e) for e in cols.error[failed].tolist()).most_common())
+
+
 def _top_errors(cols: RecordColumns, limit: int = 5) -> list[dict[str, Any]]:
     reasons = Counter(e for s, e in zip(cols.status.tolist(), cols.error.tolist(), strict=True) if s != "ok")
-    return [{"reason": r, "count": c} for r, c in reasons.most_common(limit)]
+    return [{"error": r, "count": c} for r, c in reasons.most_common(limit)]
 
 
 def _goodput(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.metrics.statistics import PERCENTILES, pkey
-from infermeter.records import RunInfo
+from infermeter.records import RunInfo, failure_reason
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
 
 TTFT_BOUND_MS = 500.0  # C.1 "Throughput at P99 TTFT < 500ms"
@@ -103,6 +103,9 @@ def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
     notes = [f"ITL measured with {ITL_OPTION_NAMES[summary['itl_option']]}"]
     notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
+    failed = summary["requests"].get("failures_by_reason") or {}
+    if failed:
+        notes.append("Failed requests: " + ", ".join(f"{n} {reason}" for reason, n in failed.items()))
     notes.append(f"Guardrails: {sut.get('guardrails', 'not declared')}")
     notes += info.notes
     for key in ("ttft_ms", "itl_ms"):
@@ -118,6 +121,7 @@ def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
         "",
         "Test Configuration:",
         f"- Workload: {info.workload.get('name', 'not declared')} (seed {info.workload.get('seed', 'n/a')})",
+        *(["- Cold Start: yes, measured without warm-up (draft 4.5.3)"] if info.warmup.get("cold_start") else []),
         f"- Load Model: {load.get('description', 'not declared')}",
         f"- Request Count: {summary['requests']['total']}",
         f"- Test Duration: {summary['duration_s']:.1f} seconds",
@@ -139,10 +143,23 @@ def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
 
 
 def _warmup_text(warmup: dict[str, Any]) -> str:
+    if warmup.get("cold_start"):
+        return "none: COLD START measured (draft 4.5.3)"
     if not warmup.get("done"):
-        return "none (cold start measured)" if warmup.get("cold_start") else "not performed"
+        return warmup.get("note", "not performed")
     parts = [f"{warmup.get('requests', '?')} requests", f"{warmup.get('output_tokens', '?')} output tokens"]
     return "done, " + ", ".join(parts)
+
+
+def failures_table(summary: dict[str, Any]) -> str:
+    """Failed requests by reason, with the most common full message of each as an example."""
+    r = summary["requests"]
+    examples: dict[str, str] = {}
+    for e in r.get("errors", []):
+        examples.setdefault(failure_reason(e["error"]), e["error"])
+    by_reason = r.get("failures_by_reason", {})
+    rows = [[reason, str(count), examples.get(reason, "")[:100]] for reason, count in by_reason.items()]
+    return grid(["Reason", "Requests", "Example"], rows, f"Failures ({r['failed']} of {r['total']} requests)")
 
 
 def full_report(summary: dict[str, Any], info: RunInfo) -> str:
@@ -151,6 +168,8 @@ def full_report(summary: dict[str, Any], info: RunInfo) -> str:
     if len(summary["ttft_by_input_tokens"]) > 1:
         parts.append(table2_ttft_by_input(summary))
     parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
+    if summary["requests"]["failed"]:
+        parts.append(failures_table(summary))
     if len(summary["fairness"]["classes"]) > 1:
         parts += [table8_classes(summary), table9_fairness(summary)]
     if summary.get("fluidity"):

@@ -167,6 +167,7 @@ WORDS = [
     "part",
     "year",
 ]
+REQUEST_STREAM, PREFIX_STREAM = 0, 1  # word streams keyed by request id, and by shared-prefix id
 FILLERS = (" the", " of", " and", " a", " to", " in", " is", ".", ",", " it", " on", " as")
 
 
@@ -194,18 +195,23 @@ class ExactPrompter:
     def count(self, content: str) -> int:
         return len(self.tok.encode(self.render(content)))
 
-    def _stream(self, key: int, n: int) -> list[str]:
-        rng = np.random.default_rng([self.seed, 3, key])
+    def _stream(self, kind: int, key: int, n: int) -> list[str]:
+        rng = np.random.default_rng([self.seed, 3, kind, key])
         return [WORDS[i] for i in rng.integers(0, len(WORDS), size=n)]
 
-    def build(self, tokens: int, request_id: int = 0, prefix: str = "") -> str:
+    def build_prefix(self, tokens: int, prefix_id: int) -> str:
+        """A shared prefix of exactly `tokens` tokens (under this prompter's template, if any) from a word stream no
+        request uses."""
+        return self.build(tokens, prefix_id, _kind=PREFIX_STREAM)
+
+    def build(self, tokens: int, request_id: int = 0, prefix: str = "", _kind: int = REQUEST_STREAM) -> str:
         """The content (user message) whose rendered prompt is exactly `tokens` tokens."""
         if tokens <= self.overhead + (self.count(prefix) - self.overhead if prefix else 0):
             raise UserError(
                 f"cannot build a {tokens}-token prompt: the template alone takes {self.overhead} "
                 f"tokens (and the shared prefix {self.count(prefix) - self.overhead if prefix else 0})"
             )
-        words = self._stream(request_id, tokens + 8)
+        words = self._stream(_kind, request_id, tokens + 8)
 
         def text(k: int) -> str:
             body = " ".join(words[:k])
