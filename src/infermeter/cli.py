@@ -3,24 +3,46 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import orjson
 import typer
 from rich.console import Console
 
-from infermeter.errors import UserError
+from infermeter import cli_options as opt
+from infermeter import secrets
+from infermeter.errors import ExitCode, Stopped, UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.goodput import parse_slo
-from infermeter.records import SUMMARY, RunInfo, read_records, read_run_info
+from infermeter.records import (
+    JOURNAL,
+    LEDGER,
+    NOT_RECORDED,
+    RECORDS,
+    RUN_JSON,
+    SUMMARY,
+    RunInfo,
+    holds_run,
+    is_sealed,
+    read_records,
+    read_run_info,
+)
 from infermeter.report.console import comparison_table, full_report, sim_table
 from infermeter.report.tables import grid
 from infermeter.workload.build import arrival_spec, build_requests
-from infermeter.workload.export import write_requests
+from infermeter.workload.export import FORMATS, write_requests
+
+REQUESTS = opt.integer(1, opt.MAX_REQUESTS)
 
 app = typer.Typer(
     add_completion=False,
@@ -36,28 +58,31 @@ def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="one run directory, or several to compare side by side")],
     json: Annotated[bool, typer.Option("--json", help="print summary.json instead of tables")] = False,
     itl_option: Annotated[
-        str | None, typer.Option("--itl-option", help="A, B or C; default: the one run.json declares")
-    ] = None,
-    slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms; default: run.json's")] = None,
-    deadlines: Annotated[
         str | None,
         typer.Option(
-            help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]; default: run.json's"
+            "--itl-option", help="A, B or C; default: the one run.json declares", parser=opt.choice("A", "B", "C")
         ),
     ] = None,
+    slo: opt.Slo = None,
+    deadlines: opt.Deadlines = None,
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated)."""
-    if itl_option is not None and itl_option.upper() not in ("A", "B", "C"):
-        raise UserError(f"--itl-option must be A, B or C, got '{itl_option}'")
     results = []
     for run_dir in run_dirs:
-        info = read_run_info(run_dir)
-        option = (itl_option or info.itl_option).upper()
+        with _about("run_dirs"):
+            info = read_run_info(run_dir)
+            cols = RecordColumns.from_table(read_records(run_dir))
+        option = itl_option or info.itl_option
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)
         spec = deadlines if deadlines is not None else getattr(info, "deadlines", None)
-        cols = RecordColumns.from_table(read_records(run_dir))
         summary = summarize(cols, option, bounds, parse_deadlines(spec) if spec else None)  # type: ignore[arg-type]
         summary.update(_stored_blocks(run_dir, info))
+        if not is_sealed(run_dir):
+            lost = int(sum(e.startswith(NOT_RECORDED) for e in cols.error.tolist()))
+            info.notes.append(
+                f"this run never closed (its process was killed or its disk filled): {cols.n} requests read from "
+                f"its journal, {lost} of them sent with no outcome recorded"
+            )
         results.append((run_dir, info, summary))
     if json:
         payload = results[0][2] if len(results) == 1 else {str(d): s for d, _, s in results}
@@ -81,7 +106,9 @@ def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
         return {}
     try:
         stored = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, OSError):
+        return {}
+    if not isinstance(stored, dict):
         return {}
     keys = ["sim", "server_metrics", "energy"]
     if getattr(info, "token_times", "full") == "endpoints":
@@ -91,19 +118,33 @@ def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
 
 @app.command()
 def workload(
-    name: Annotated[str, typer.Argument(help="standard workload name or a YAML/JSON workload file")],
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1, help="how many requests to draw")] = 1000,
-    seed: Annotated[int, typer.Option(help="random seed (recorded)")] = 42,
-    out: Annotated[Path, typer.Option(help="output file: .csv, .jsonl or .json (with the declaration)")] = Path(
-        "workload.csv"
-    ),
-    rate: Annotated[float | None, typer.Option(help="arrival rate, requests/s (offsets are 0 without one)")] = None,
-    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="gamma shape: 1 is Poisson, below 1 burstier")] = 1.0,
-    trace: Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrivals from the trace")] = None,
-    rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 1.0,
+    name: Annotated[
+        str, typer.Argument(help="standard workload name or a YAML/JSON workload file", parser=opt._spec(opt._workload))
+    ],
+    requests: Annotated[
+        int, typer.Option("--requests", "-n", help="how many requests to draw", parser=REQUESTS)
+    ] = 1000,
+    seed: opt.Seed = 42,
+    out: Annotated[
+        Path, typer.Option(help="output file: .csv, .jsonl or .json (with the declaration)", parser=opt.out_path)
+    ] = Path("workload.csv"),
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            help="arrival rate, requests/s (offsets are 0 without one)", parser=opt.number(0, opt.MAX_RATE, True)
+        ),
+    ] = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 1.0,
 ) -> None:
     """Write a workload's requests (lengths, classes, prefixes, arrival offsets) to inspect them."""
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory: give a file ending in .csv, .jsonl or .json")
+    if out.suffix not in FORMATS:
+        raise UserError(f"--out {out}: use a file ending in {', '.join(FORMATS)}")
+    _refuse_run_file(out)
     spec = arrival_spec(arrival, rate, burstiness) if rate is not None else None
     reqs, declaration = build_requests(
         requests, seed, workload=None if trace else name, arrivals=spec, trace=trace, rps_scale=rps_scale
@@ -163,10 +204,8 @@ def _engine_config(
     sla_request_s: float,
     config: Path | None,
 ):  # type: ignore[no-untyped-def]
-    from infermeter.engine.config import SCHEDULERS, EngineConfig, load_engine_config
+    from infermeter.engine.config import EngineConfig, load_engine_config
 
-    if scheduler not in SCHEDULERS:
-        raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
     base = load_engine_config(config) if config else EngineConfig()
     update: dict[str, object] = {
         "scheduler": scheduler,
@@ -177,8 +216,6 @@ def _engine_config(
         "d_sla_request": sla_request_s,
     }
     if latency is not None:
-        if latency not in ("batch", "iteration"):
-            raise UserError(f"--latency must be batch or iteration, got '{latency}'")
         update["latency"] = latency
     if kv_tokens is not None:
         update["kv_capacity_tokens"] = kv_tokens
@@ -187,52 +224,67 @@ def _engine_config(
 
 @app.command()
 def sim(
-    workload: Annotated[str, typer.Option(help="standard workload name or YAML/JSON file")] = "synthetic-skewed",
-    trace: Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrival times")] = None,
-    rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 1.0,
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1)] = 1000,
-    rate: Annotated[float | None, typer.Option(help="requests/s; without it every request arrives at t=0")] = None,
-    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="gamma shape (1 = Poisson)")] = 1.0,
-    scheduler: Annotated[
-        str, typer.Option(help="static_fifo, dynamic_no_bins, multi_bin_dynamic, continuous, chunked_prefill")
-    ] = "continuous",
-    engines: Annotated[int, typer.Option(min=1, help="engines (GPUs) in the pool")] = 1,
-    bins: Annotated[int, typer.Option(min=1, help="K bins for multi_bin_dynamic")] = 4,
-    bin_key: Annotated[
-        str, typer.Option(help="bin by 'total' (prompt + predicted output) or 'output' (the seed)")
-    ] = "total",
-    latency: Annotated[str | None, typer.Option(help="batch (seed T(b,L)) or iteration; default per scheduler")] = None,
-    kv_tokens: Annotated[int | None, typer.Option(help="KV capacity per engine in tokens (overrides memory)")] = None,
-    prediction_noise: Annotated[float, typer.Option(help="output-length predictor: lognormal sigma, 0 = oracle")] = 0.0,
-    sla_token_ms: Annotated[float, typer.Option(help="per-token decode SLA (seed D_SLA_TOKEN)")] = 10.0,
-    sla_request_s: Annotated[float, typer.Option(help="per-request latency SLA (seed D_SLA_REQUEST)")] = 20.0,
-    config: Annotated[Path | None, typer.Option(help="engine config YAML/JSON (any EngineConfig field)")] = None,
-    token_times: Annotated[str, typer.Option(help="auto, full or endpoints")] = "auto",
-    slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=500ms,tpot=50ms")] = None,
-    deadlines: Annotated[str | None, typer.Option(help="fluidity deadlines: ttft=300ms,tbt=25ms[,target=0.9]")] = None,
-    seed: Annotated[int, typer.Option()] = 42,
-    out: Annotated[Path, typer.Option(help="run directory to write")] = Path("runs/sim"),
+    workload: Annotated[
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt._spec(opt._workload))
+    ] = "synthetic-skewed",
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 1.0,
+    requests: Annotated[int, typer.Option("--requests", "-n", parser=REQUESTS)] = 1000,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            help="requests/s; without it every request arrives at t=0", parser=opt.number(0, opt.MAX_RATE, True)
+        ),
+    ] = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    scheduler: opt.EngineScheduler = "continuous",
+    engines: Annotated[int, typer.Option(help="engines (GPUs) in the pool", parser=opt.integer(1, 100_000))] = 1,
+    bins: opt.Bins = 4,
+    bin_key: opt.BinKey = "total",
+    latency: Annotated[
+        str | None,
+        typer.Option(
+            help="batch (seed T(b,L)) or iteration; default per scheduler", parser=opt.choice("batch", "iteration")
+        ),
+    ] = None,
+    kv_tokens: Annotated[
+        int | None,
+        typer.Option(help="KV capacity per engine in tokens (overrides memory)", parser=opt.integer(16, 10**12)),
+    ] = None,
+    prediction_noise: Annotated[
+        float, typer.Option(help="output-length predictor: lognormal sigma, 0 = oracle", parser=opt.number(0, 10))
+    ] = 0.0,
+    sla_token_ms: opt.SlaTokenMs = 10.0,
+    sla_request_s: opt.SlaRequestS = 20.0,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="engine config YAML/JSON (any EngineConfig field)", parser=opt.config_file(opt._engine_config)
+        ),
+    ] = None,
+    token_times: Annotated[
+        str, typer.Option(help="auto, full or endpoints", parser=opt.choice("auto", "full", "endpoints"))
+    ] = "auto",
+    slo: opt.Slo = None,
+    deadlines: opt.Deadlines = None,
+    seed: opt.Seed = 42,
+    out: Annotated[Path, typer.Option(help="run directory to write", parser=opt.out_path)] = Path("runs/sim"),
 ) -> None:
     """Simulate one engine configuration on a virtual clock and write a run directory."""
     from rich.progress import Progress
 
     from infermeter.sim import simulate, write_sim_run
 
-    if token_times not in ("auto", "full", "endpoints"):
-        raise UserError(f"--token-times must be auto, full or endpoints, got '{token_times}'")
-    if bin_key not in ("total", "output"):
-        raise UserError(f"--bin-key must be total or output, got '{bin_key}'")
     reqs, declaration = _workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     cfg = _engine_config(
         scheduler, bins, bin_key, latency, kv_tokens, prediction_noise, sla_token_ms, sla_request_s, config
     )
     bounds = parse_slo(slo) if slo else None
+    _refuse_existing_run(out)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"simulating {cfg.scheduler} x {engines}", total=len(reqs))
         outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
-    if deadlines is not None:
-        parse_deadlines(deadlines)
     summary = write_sim_run(
         outcome,
         out,
@@ -249,78 +301,99 @@ def sim(
     print(f"\nrun directory: {out}")
 
 
-def _parse_warmup(text: str) -> int:
-    """auto: the draft's rule (-1); off: none (0); N: exactly N warm-up requests."""
-    if text.isdigit():
-        return int(text)
-    warm = {"auto": -1, "off": 0}.get(text.lower())
-    if warm is None:
-        raise UserError(f"--warmup must be auto, off or a number of requests, got '{text}'")
-    return warm
-
-
 def _emulator_config(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
     """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
     from infermeter.emulator.config import EmulatorConfig, load_emulator_config
-    from infermeter.engine.config import SCHEDULERS
 
     emu = load_emulator_config(path) if path else EmulatorConfig()
     if scheduler is not None:
-        if scheduler not in SCHEDULERS:
-            raise UserError(f"--scheduler must be one of {', '.join(SCHEDULERS)}, got '{scheduler}'")
-        emu.engine.scheduler = scheduler
+        emu.engine.scheduler = scheduler  # type: ignore[assignment]
     return emu
 
 
-def _json_object(text: str, option: str) -> dict[str, object]:
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise UserError(f"{option} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise UserError(f'{option} must be a JSON object, e.g. \'{{"logit_bias": {{"2": -100}}}}\'')
-    return value
+def _refuse_existing_run(out: Path) -> None:
+    """Commands that write one run directory never write over another run."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a directory for the run")
+    if holds_run(out):
+        raise UserError(f"--out {out} already holds a run: choose a new directory or remove that one")
 
 
-def _int_list(text: str, option: str) -> list[int]:
+def _refuse_run_file(out: Path) -> None:
+    """Commands that write one file never write over a file of a run directory."""
+    if out.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and holds_run(out.parent):
+        raise UserError(f"--out {out} is a file of the run in {out.parent}: choose another file")
+
+
+@contextlib.contextmanager
+def _about(param: str) -> Iterator[None]:
+    """A UserError raised in the block becomes a usage error naming the parameter, as click names a bad value."""
     try:
-        values = [int(float(x)) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{option} takes comma-separated whole numbers, got '{text}'") from None
-    if not values or min(values) < 1:
-        raise UserError(f"{option} needs positive numbers, got '{text}'")
-    return values
+        yield
+    except UserError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{param}'") from None
+
+
+SWEEP_REQUESTS = (1000, 10000, 100000, 1000000)  # list options: each may also be repeated (`opt.flat`)
+SWEEP_GPUS = (1, 2, 4, 8, 16, 32, 64, 100)
+SWEEP_BINS = (1, 2, 4, 8, 16, 32)
 
 
 @app.command("sim-sweep")
 def sim_sweep(
-    out: Annotated[Path, typer.Option(help="directory for step1_grid_search.csv and step2_comparison.csv")] = Path(
-        "runs/sweep"
-    ),
-    requests: Annotated[str, typer.Option(help="request counts")] = "1000,10000,100000,1000000",
-    gpus: Annotated[str, typer.Option(help="GPU counts")] = "1,2,4,8,16,32,64,100",
-    bins: Annotated[str, typer.Option(help="K values")] = "1,2,4,8,16,32",
-    step: Annotated[str, typer.Option(help="1, 2 or both")] = "both",
-    workload: Annotated[str, typer.Option(help="standard workload name or YAML/JSON file")] = "synthetic-skewed",
-    trace: Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrival times")] = None,
-    rps_scale: Annotated[float, typer.Option(help="trace arrivals compressed this many times")] = 10.0,
-    rate: Annotated[float | None, typer.Option(help="requests/s for synthetic workloads")] = 27.0,
-    arrival: Annotated[str, typer.Option()] = "poisson",
-    burstiness: Annotated[float, typer.Option()] = 1.0,
-    bin_key: Annotated[str, typer.Option(help="total or output")] = "total",
-    sla_token_ms: Annotated[float, typer.Option()] = 10.0,
-    sla_request_s: Annotated[float, typer.Option()] = 20.0,
-    seed: Annotated[int, typer.Option()] = 42,
+    out: Annotated[
+        Path,
+        typer.Option(help="directory for step1_grid_search.csv and step2_comparison.csv", parser=opt.out_path),
+    ] = Path("runs/sweep"),
+    requests: Annotated[
+        list[int], typer.Option(help="request counts, comma-separated", parser=opt.int_list(1, opt.MAX_REQUESTS))
+    ] = SWEEP_REQUESTS,  # type: ignore[assignment]
+    gpus: Annotated[
+        list[int], typer.Option(help="GPU counts, comma-separated", parser=opt.int_list(1, 100_000))
+    ] = SWEEP_GPUS,  # type: ignore[assignment]
+    bins: Annotated[
+        list[int], typer.Option(help="K values, comma-separated", parser=opt.int_list(1, 1024))
+    ] = SWEEP_BINS,  # type: ignore[assignment]
+    step: Annotated[str, typer.Option(help="1, 2 or both", parser=opt.choice("1", "2", "both"))] = "both",
+    workload: Annotated[
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt._spec(opt._workload))
+    ] = "synthetic-skewed",
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 10.0,
+    rate: Annotated[
+        float, typer.Option(help="requests/s for synthetic workloads", parser=opt.number(0, opt.MAX_RATE, True))
+    ] = 27.0,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    bin_key: opt.BinKey = "total",
+    sla_token_ms: opt.SlaTokenMs = 10.0,
+    sla_request_s: opt.SlaRequestS = 20.0,
+    seed: opt.Seed = 42,
 ) -> None:
     """The seed's step 1 grid (requests x GPUs x K) and step 2 method comparison, resumable, as CSVs."""
     from rich.progress import Progress
 
-    from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV, run_experiments, step1_grid, step2_methods
+    from infermeter.sim.experiments import (
+        STEP1_CSV,
+        STEP2_CSV,
+        claim_sweep_dir,
+        run_experiments,
+        step1_grid,
+        step2_methods,
+    )
 
-    if step not in ("1", "2", "both"):
-        raise UserError(f"--step must be 1, 2 or both, got '{step}'")
-    counts = _int_list(requests, "--requests")
+    counts, gpus, bins = opt.flat(requests), opt.flat(gpus), opt.flat(bins)
     base = _engine_config("multi_bin_dynamic", 4, bin_key, None, None, 0.0, sla_token_ms, sla_request_s, None)
+    settings = {
+        "workload": None if trace else workload,
+        "trace": str(trace) if trace else None,
+        "rps_scale": rps_scale,
+        "rate": None if trace else rate,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "seed": seed,
+        "engine": base.model_dump(mode="json"),
+    }
     cache: dict[int, object] = {}
 
     def make(n: int):  # type: ignore[no-untyped-def]
@@ -330,9 +403,14 @@ def sim_sweep(
             )[0]
         return cache[n]
 
+    make(max(counts))  # a bad trace or workload is refused before the sweep directory is made
+    if holds_run(out):
+        raise UserError(f"--out {out} holds a single run, not a sweep: choose a new directory")
+    claim_sweep_dir(out, settings)
+
     with Progress(console=err) as bar:
         if step in ("1", "both"):
-            plan = step1_grid(counts, _int_list(gpus, "--gpus"), _int_list(bins, "--bins"))
+            plan = step1_grid(counts, gpus, bins)
             task = bar.add_task("step 1: grid search", total=len(plan))
             run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
         if step in ("2", "both"):
@@ -366,12 +444,18 @@ def sim_sweep(
 
 @app.command()
 def calibrate(
-    grid_csv: Annotated[Path, typer.Argument(help="latency grid CSV (batch_size, max_seq_len, mean_latency_sec, ...)")],
+    grid_csv: Annotated[
+        Path,
+        typer.Argument(
+            help="latency grid CSV (batch_size, max_seq_len, mean_latency_sec, ...)", parser=opt.existing_file
+        ),
+    ],
 ) -> None:
     """Fit the seed's batch latency model T(b, L) = alpha + beta * L * h(b) to a measured grid."""
     from infermeter.engine.calibration import fit_grid_file
 
-    fit = fit_grid_file(grid_csv)
+    with _about("grid_csv"):
+        fit = fit_grid_file(grid_csv)
     m = fit.model
     print(
         grid(
@@ -403,33 +487,33 @@ def _run_async(coro):  # type: ignore[no-untyped-def]
 @app.command()
 def run(
     url: Annotated[
-        str | None, typer.Option(help="server base URL; without it the embedded emulator is benchmarked")
-    ] = None,
-    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
-    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
-    workload: Annotated[str | None, typer.Option(help="standard workload name or YAML/JSON file")] = None,
-    input_tokens: Annotated[int | None, typer.Option(min=1, help="fixed prompt length (with --output-tokens)")] = None,
-    output_tokens: Annotated[int | None, typer.Option(min=1, help="fixed output length (with --input-tokens)")] = None,
-    requests: Annotated[int | None, typer.Option("--requests", "-n", min=1, help="requests to measure")] = None,
-    duration: Annotated[float | None, typer.Option(min=0.001, help="stop sending after this many seconds")] = None,
-    rate: Annotated[float | None, typer.Option(help="open loop: requests per second")] = None,
-    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="gamma shape: 1 is Poisson, below 1 burstier")] = 1.0,
-    concurrency: Annotated[int | None, typer.Option(min=1, help="closed loop: requests kept in flight")] = None,
-    barrier: Annotated[bool, typer.Option(help="closed loop: release the first C requests together")] = False,
-    warmup: Annotated[str, typer.Option(help="auto (>= 100 requests and 10,000 tokens), N requests, or off")] = "auto",
-    seed: Annotated[int, typer.Option(help="workload seed (recorded)")] = 42,
-    slo: Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms")] = None,
-    deadlines: Annotated[
-        str | None, typer.Option(help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]")
-    ] = None,
-    tokenizer: Annotated[
         str | None,
-        typer.Option(
-            help="exact-length prompts: cl100k_base, o200k_base, tokenizer.json or .gguf (chat template "
-            "with --api chat)"
-        ),
+        typer.Option(help="server base URL; without it the embedded emulator is benchmarked", parser=opt.url),
     ] = None,
+    api: opt.Api = "completions",
+    model: opt.Model = None,
+    workload: opt.Workload = None,
+    input_tokens: opt.InputTokens = None,
+    output_tokens: opt.OutputTokens = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", "-n", help="requests to measure", parser=REQUESTS)
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(help="stop sending after this many seconds", parser=opt.number(0, opt.MAX_SECONDS, True)),
+    ] = None,
+    rate: opt.Rate = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    concurrency: Annotated[
+        int | None, typer.Option(help="closed loop: requests kept in flight", parser=opt.integer(1, 100_000))
+    ] = None,
+    barrier: Annotated[bool, typer.Option(help="closed loop: release the first C requests together")] = False,
+    warmup: opt.Warmup = "auto",  # type: ignore[assignment]
+    seed: opt.Seed = 42,
+    slo: opt.Slo = None,
+    deadlines: opt.Deadlines = None,
+    tokenizer: opt.Tokenizer = None,
     ignore_eos: Annotated[
         bool,
         typer.Option(
@@ -437,54 +521,75 @@ def run(
         ),
     ] = True,
     extra_body: Annotated[
-        str | None, typer.Option(help='JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'')
+        dict[str, Any] | None,
+        typer.Option(
+            help='JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'', parser=opt.extra_body
+        ),
     ] = None,
-    scrape_interval: Annotated[float, typer.Option(help="seconds between server /metrics scrapes (0: off)")] = 1.0,
-    telemetry_interval: Annotated[float, typer.Option(help="seconds between host telemetry samples (0: off)")] = 1.0,
-    gpu_price: Annotated[float | None, typer.Option(help="price per GPU-hour, for cost per million tokens")] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs serving (cost denominator; default: NVML count)")] = None,
-    out: Annotated[Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)")] = None,
-    timeout: Annotated[float, typer.Option(help="total seconds allowed per request")] = 900.0,
-    first_token_timeout: Annotated[float, typer.Option(help="seconds allowed until the first token")] = 120.0,
-    emulator_config: Annotated[Path | None, typer.Option(help="emulator config YAML/JSON (runs without --url)")] = None,
-    scheduler: Annotated[str | None, typer.Option(help="emulator scheduler (runs without --url)")] = None,
-    progress: Annotated[bool, typer.Option(help="show live progress")] = True,
+    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
+    scrape_interval: Annotated[
+        float, typer.Option(help="seconds between server /metrics scrapes (0: off)", parser=INTERVAL)
+    ] = 1.0,
+    telemetry_interval: Annotated[
+        float, typer.Option(help="seconds between host telemetry samples (0: off)", parser=INTERVAL)
+    ] = 1.0,
+    gpu_price: Annotated[
+        float | None, typer.Option(help="price per GPU-hour, for cost per million tokens", parser=opt.number(0, 1e6))
+    ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option(help="GPUs serving (cost denominator; default: NVML count)", parser=opt.integer(1, 100_000)),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)", parser=opt.out_path)
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="total seconds allowed per request", parser=TIMEOUT)] = 900.0,
+    first_token_timeout: Annotated[
+        float, typer.Option(help="seconds allowed until the first token", parser=TIMEOUT)
+    ] = 120.0,
+    emulator_config: opt.EmulatorConfigFile = None,
+    scheduler: opt.Scheduler = None,
+    progress: opt.Progress = True,
 ) -> None:
     """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report."""
-    import time as _time
-
     from infermeter.load.run import RunOptions, benchmark
     from infermeter.report.console import minimum_report
 
-    if api not in ("completions", "chat"):
-        raise UserError(f"--api must be completions or chat, got '{api}'")
     if rate is not None and concurrency is not None:
         raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
     if url is None and rate is None and concurrency is None:
         rate = 20.0  # the demo: the emulator at a moderate open-loop load
     if url is not None and rate is None and concurrency is None:
         raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
-    warm = _parse_warmup(warmup)
-    if deadlines is not None:
-        parse_deadlines(deadlines)  # a bad spec fails before anything is sent
+    if url is not None and (emulator_config is not None or scheduler is not None):
+        raise UserError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
+    if first_token_timeout > timeout:
+        raise UserError(f"--first-token-timeout ({first_token_timeout:g} s) must not exceed --timeout ({timeout:g} s)")
+    _api_key(api_key_env)
     if workload is None and input_tokens is None and output_tokens is None:
         workload = "synthetic-uniform"
     if requests is None and duration is None:
         requests = 300 if url is None else 1000
-    opts = RunOptions(
+    arrivals = arrival_spec(arrival, rate, burstiness) if rate is not None else None
+    build_requests(1, seed, workload=workload, input_tokens=input_tokens, output_tokens=output_tokens)  # checks them
+    run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    _refuse_existing_run(run_dir)
+    emu = None if url is not None else _emulator_config(emulator_config, scheduler)
+    run_opts = RunOptions(
         url=url or "",
-        out=out or Path("runs") / _time.strftime("run-%Y%m%d-%H%M%S"),
+        out=run_dir,
         api=api,  # type: ignore[arg-type]
         model=model or "",
+        api_key_env=api_key_env,
         workload=workload,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         requests=requests,
         duration=duration,
-        arrivals=arrival_spec(arrival, rate, burstiness) if rate is not None else None,
+        arrivals=arrivals,
         concurrency=concurrency,
         barrier=barrier,
-        warmup=warm,
+        warmup=warmup,
         seed=seed,
         slo=parse_slo(slo) if slo else {},
         first_token_timeout=first_token_timeout,
@@ -496,25 +601,59 @@ def run(
         telemetry_interval=telemetry_interval,
         gpu_price_per_hour=gpu_price,
         gpus=gpus,
-        extra_body=_json_object(extra_body, "--extra-body") if extra_body else {},
+        extra_body=extra_body or {},
         ignore_eos=ignore_eos,
     )
-    with _target(url, emulator_config, scheduler) as (target_url, sut):
-        opts.url, opts.sut = target_url, sut
-        run_dir, summary = _run_async(benchmark(opts))
-    print(minimum_report(summary, read_run_info(run_dir)))
-    print(f"\nrun directory: {run_dir}  (full tables: infermeter report {run_dir})")
+    with _target(url, emu) as (target_url, sut):
+        run_opts.url, run_opts.sut = target_url, sut
+        result = _run_async(benchmark(run_opts))
+    print(minimum_report(result.summary, read_run_info(result.run_dir)))
+    print(f"\nrun directory: {result.run_dir}  (full tables: infermeter report {result.run_dir})")
+    _finish_run(result)
+
+
+INTERVAL = opt.number(0, 3600, what="a number of seconds (0 turns it off)")
+TIMEOUT = opt.number(0, opt.MAX_SECONDS, lo_open=True, what="a number of seconds")
+
+
+def _api_key(env: str) -> None:
+    """Register the key for redaction before anything can print it; a named variable must be set."""
+    key = os.environ.get(env)
+    if env != "OPENAI_API_KEY" and not key:
+        raise UserError(f"--api-key-env {env}: the environment variable {env} is not set")
+    secrets.register(key)
+
+
+def _finish_run(result) -> None:  # type: ignore[no-untyped-def]
+    """Exit with the code that says how the run ended (README, "Exit codes")."""
+    if result.disk_failure is not None:
+        raise Stopped(
+            f"{result.disk_failure}: the run stopped early; what was recorded is in {result.run_dir} "
+            f"(infermeter report {result.run_dir} reads it)",
+            ExitCode.INCOMPLETE,
+        )
+    if result.stopped == "interrupted":
+        raise Stopped(f"interrupted: what was measured is in {result.run_dir}", ExitCode.INTERRUPTED)
+    if result.stopped == "terminated":
+        raise Stopped(f"terminated (SIGTERM): what was measured is in {result.run_dir}", ExitCode.TERMINATED)
+    r = result.summary["requests"]
+    if r["total"] and not r["ok"]:
+        top = next(iter(r["failures_by_reason"]), "unknown")
+        raise Stopped(
+            f"no request succeeded: {r['failed']} of {r['total']} failed (most often: {top}); "
+            f"see infermeter report {result.run_dir}",
+            ExitCode.NO_SUCCESS,
+        )
 
 
 @contextlib.contextmanager
-def _target(url: str | None, emulator_config: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+def _target(url: str | None, emu: Any):  # type: ignore[no-untyped-def]
     """Yield (base URL, SUT declaration): the given server, or the embedded emulator started for the block."""
     if url is not None:
         yield url, {}
         return
     from infermeter.emulator.process import running_emulator
 
-    emu = _emulator_config(emulator_config, scheduler)
     engine = emu.engine
     sut = {
         "emulated": True,
@@ -526,6 +665,8 @@ def _target(url: str | None, emulator_config: Path | None, scheduler: str | None
         if emu.input_filter_ms or emu.output_filter_ms
         else "none",
     }
+    if emu.faults:
+        sut["faults"] = [f.model_dump(exclude_defaults=True) for f in emu.faults]
     err.print("starting the embedded emulator (no --url given)")
     with running_emulator(emu, pin_cpus=True) as emu_url:
         yield emu_url, sut
@@ -533,11 +674,16 @@ def _target(url: str | None, emulator_config: Path | None, scheduler: str | None
 
 @app.command()
 def prompt(
-    tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file")],
-    tokens: Annotated[int, typer.Option(min=1, help="exact token count of the prompt")],
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt._spec(opt._tokenizer)
+        ),
+    ],
+    tokens: Annotated[int, typer.Option(help="exact token count of the prompt", parser=opt.integer(1, 1_000_000))],
     chat: Annotated[bool, typer.Option(help="count after the tokenizer's chat template")] = False,
     json: Annotated[bool, typer.Option("--json", help='print {"prompt", "tokens", "tokenizer"}')] = False,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: opt.Seed = 0,
 ) -> None:
     """Build one prompt of exactly N tokens (after the chat template with --chat) and print it."""
     from infermeter.workload.prompts import ExactPrompter
@@ -569,33 +715,49 @@ def prompt(
 
 @app.command("profile-prefill")
 def profile_prefill_cmd(
-    url: Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator")] = None,
-    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
-    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
-    lengths: Annotated[str, typer.Option(help="prompt lengths to profile")] = "128,256,512,1024,2048,4096,8192",
-    repeats: Annotated[int, typer.Option(min=1, help="requests per length (the minimum TTFT is kept)")] = 3,
-    decode_tokens: Annotated[int, typer.Option(min=1, help="output tokens per request")] = 4,
-    out: Annotated[Path, typer.Option(help="where to save the fitted curve (JSON)")] = Path("prefill_curve.json"),
-    emulator_config: Annotated[Path | None, typer.Option(help="emulator config (runs without --url)")] = None,
+    url: opt.Url = None,
+    api: opt.Api = "completions",
+    model: opt.Model = None,
+    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
+    lengths: Annotated[
+        list[int],
+        typer.Option(help="prompt lengths to profile, comma-separated", parser=opt.int_list(1, opt.MAX_TOKENS)),
+    ] = (128, 256, 512, 1024, 2048, 4096, 8192),  # type: ignore[assignment]
+    repeats: Annotated[
+        int, typer.Option(help="requests per length (the minimum TTFT is kept)", parser=opt.integer(1, 100))
+    ] = 3,
+    decode_tokens: Annotated[int, typer.Option(help="output tokens per request", parser=opt.integer(1, 10_000))] = 4,
+    out: Annotated[Path, typer.Option(help="where to save the fitted curve (JSON)", parser=opt.out_path)] = Path(
+        "prefill_curve.json"
+    ),
+    emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
     from infermeter.client.openai import ClientConfig
     from infermeter.load.run import discover_model
     from infermeter.suites.prefill import profile_prefill
 
-    if api not in ("completions", "chat"):
-        raise UserError(f"--api must be completions or chat, got '{api}'")
-    points = _int_list(lengths, "--lengths")
+    lengths = opt.flat(lengths)
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory: give a file name for the curve, e.g. prefill_curve.json")
+    _refuse_run_file(out)
+    if len(set(lengths)) < 3:
+        raise UserError(f"--lengths needs at least three different lengths to fit a curve, got {len(set(lengths))}")
+    _api_key(api_key_env)
+    emu = None if url is not None else _emulator_config(emulator_config, None)
     rows: list[list[str]] = []
 
     def on_point(length: int, ttft: float | None) -> None:
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
-    with _target(url, emulator_config, None) as (target_url, _):
-        name = model or _run_async(discover_model(target_url))
-        cfg = ClientConfig(target_url, api, name)  # type: ignore[arg-type]
-        curve = _run_async(profile_prefill(cfg, points, repeats, decode_tokens, on_point))
-    curve.save(out)
+    with _target(url, emu) as (target_url, _):
+        cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
+        cfg.model = cfg.model or _run_async(discover_model(cfg))
+        curve = _run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point))
+    try:
+        curve.save(out)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write the curve ({exc.strerror})") from None
     for length, ttft in zip(curve.lengths, curve.min_ttft_s, strict=True):
         rows.append([str(length), f"{ttft * 1000:.2f}", f"{float(curve.predict(length)) * 1000:.2f}"])
     print(
@@ -611,43 +773,74 @@ def profile_prefill_cmd(
 
 @app.command()
 def capacity(
-    slo: Annotated[
-        list[str],
-        typer.Option(
-            help="repeatable: ttft:p99<=500ms | fluidity:tbt=25ms,ttft=300ms,"
-            "target=0.9,share=0.99 | goodput:ttft=200ms,tpot=50ms,fraction=0.9"
-        ),
-    ],
-    url: Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator")] = None,
-    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
-    model: Annotated[str | None, typer.Option(help="model name; default: the first the server lists")] = None,
-    workload: Annotated[str | None, typer.Option(help="standard workload name or YAML/JSON file")] = None,
-    input_tokens: Annotated[int | None, typer.Option(min=1)] = None,
-    output_tokens: Annotated[int | None, typer.Option(min=1)] = None,
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1, help="requests per probe")] = 300,
-    arrival: Annotated[str, typer.Option(help="poisson, gamma, constant or uniform")] = "poisson",
-    burstiness: Annotated[float, typer.Option()] = 1.0,
-    start_rate: Annotated[float, typer.Option(help="first offered rate, req/s")] = 1.0,
-    max_rate: Annotated[float, typer.Option(help="never probe above this rate")] = 1000.0,
-    tolerance: Annotated[float, typer.Option(help="stop when (fail - pass) / fail is below this")] = 0.05,
-    max_probes: Annotated[int, typer.Option(min=1)] = 12,
-    min_success: Annotated[float, typer.Option(help="a probe also needs this share of requests to succeed")] = 0.99,
-    warmup: Annotated[str, typer.Option(help="auto, N requests, or off (per probe)")] = "auto",
-    seed: Annotated[int, typer.Option()] = 42,
-    out: Annotated[Path, typer.Option(help="directory for the probes and capacity.json")] = Path("runs/capacity"),
-    emulator_config: Annotated[Path | None, typer.Option(help="emulator config (runs without --url)")] = None,
-    scheduler: Annotated[str | None, typer.Option(help="emulator scheduler (runs without --url)")] = None,
+    slo: opt.CapacitySlo,
+    url: opt.Url = None,
+    api: opt.Api = "completions",
+    model: opt.Model = None,
+    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
+    workload: opt.Workload = None,
+    input_tokens: opt.InputTokens = None,
+    output_tokens: opt.OutputTokens = None,
+    requests: Annotated[int, typer.Option("--requests", "-n", help="requests per probe", parser=REQUESTS)] = 300,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    start_rate: Annotated[
+        float, typer.Option(help="first offered rate, req/s", parser=opt.number(0, opt.MAX_RATE, True))
+    ] = 1.0,
+    max_rate: Annotated[
+        float, typer.Option(help="never probe above this rate", parser=opt.number(0, opt.MAX_RATE, True))
+    ] = 1000.0,
+    tolerance: Annotated[
+        float,
+        typer.Option(help="stop when (fail - pass) / fail is below this", parser=opt.number(0, 1, lo_open=True)),
+    ] = 0.05,
+    max_probes: Annotated[int, typer.Option(help="at most this many probes", parser=opt.integer(1, 100))] = 12,
+    min_success: Annotated[
+        float, typer.Option(help="a probe also needs this share of requests to succeed", parser=opt.number(0, 1))
+    ] = 0.99,
+    warmup: Annotated[int, typer.Option(help="auto, N requests, or off (per probe)", parser=opt.warmup)] = (
+        "auto"  # type: ignore[assignment]
+    ),
+    seed: opt.Seed = 42,
+    out: Annotated[Path, typer.Option(help="directory for the probes and capacity.json", parser=opt.out_path)] = Path(
+        "runs/capacity"
+    ),
+    emulator_config: opt.EmulatorConfigFile = None,
+    scheduler: opt.Scheduler = None,
     progress: Annotated[bool, typer.Option(help="show live progress of each probe")] = True,
 ) -> None:
     """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming."""
     from infermeter.load.run import RunOptions, benchmark
-    from infermeter.suites.capacity import search
+    from infermeter.suites.capacity import claim_search_dir, search
     from infermeter.suites.slo import parse_capacity_slo
 
     slos = [parse_capacity_slo(s) for s in slo]
-    warm = _parse_warmup(warmup)
+    if max_rate < start_rate:
+        raise UserError(f"--max-rate ({max_rate:g}) is below --start-rate ({start_rate:g})")
+    if url is not None and (emulator_config is not None or scheduler is not None):
+        raise UserError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
+    _api_key(api_key_env)
     if workload is None and input_tokens is None and output_tokens is None:
         workload = "synthetic-uniform"
+    build_requests(1, seed, workload=workload, input_tokens=input_tokens, output_tokens=output_tokens)  # checks them
+    arrival_spec(arrival, start_rate, burstiness)
+    emu = None if url is not None else _emulator_config(emulator_config, scheduler)
+    settings = {
+        "target": url or (emu.model_dump(mode="json") if emu is not None else None),
+        "api": api,
+        "model": model,
+        "workload": workload,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "requests": requests,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "warmup": warmup,
+        "seed": seed,
+        "slos": [s.text for s in slos],
+        "min_success": min_success,
+    }
+    claim_search_dir(out, settings)
     header = ["Offered req/s", "Achieved req/s", "Output tok/s", *[s.text for s in slos], "Result"]
 
     def show(p) -> None:  # type: ignore[no-untyped-def]
@@ -660,26 +853,33 @@ def capacity(
         ]
         print(grid(header, [row]).splitlines()[3], flush=True)
 
-    with _target(url, emulator_config, scheduler) as (target_url, sut):
-        name = model or ""
+    with _target(url, emu) as (target_url, sut):
 
         def run_probe(rate: float, run_dir: Path) -> None:
-            opts = RunOptions(
+            probe = RunOptions(
                 url=target_url,
                 out=run_dir,
-                api=api,
-                model=name,
-                workload=workload,  # type: ignore[arg-type]
+                api=api,  # type: ignore[arg-type]
+                model=model or "",
+                api_key_env=api_key_env,
+                workload=workload,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 requests=requests,
                 arrivals=arrival_spec(arrival, rate, burstiness),
-                warmup=warm,
+                warmup=warmup,
                 seed=seed,
                 sut=sut,
                 progress=progress,
             )
-            _run_async(benchmark(opts))
+            result = _run_async(benchmark(probe))
+            if result.stopped is not None:
+                code = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
+                raise Stopped(
+                    f"capacity search stopped during the probe at {rate:g} req/s ({result.stopped}); the probes "
+                    f"finished so far are kept in {out}: run the same command again to resume",
+                    code.get(result.stopped, ExitCode.INCOMPLETE),
+                )
 
         print("\n".join(grid(header, []).splitlines()[:3]), flush=True)
         result = search(
@@ -696,42 +896,89 @@ def capacity(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="address to bind (loopback by default)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port; 0 picks a free one")] = 8000,
-    scheduler: Annotated[str | None, typer.Option(help="engine scheduler")] = None,
-    config: Annotated[Path | None, typer.Option(help="emulator config YAML/JSON")] = None,
+    host: Annotated[str, typer.Option(help="address to bind (loopback by default)", parser=opt.host)] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port; 0 picks a free one", parser=opt.integer(0, 65535))] = 8000,
+    scheduler: opt.Scheduler = None,
+    config: Annotated[
+        Path | None, typer.Option(help="emulator config YAML/JSON", parser=opt.config_file(opt._emulator_config))
+    ] = None,
 ) -> None:
     """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
-    import contextlib
-
     from infermeter.emulator.server import serve as serve_forever
 
     emu = _emulator_config(config, scheduler)
     with contextlib.suppress(KeyboardInterrupt):
-        _run_async(serve_forever(emu, host, port))
+        try:
+            _run_async(serve_forever(emu, host, port))
+        except OSError as exc:
+            raise UserError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose another --host/--port"
+            ) from None
 
 
-def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+class _Terminated(Exception):
+    """SIGTERM outside a run's own handling: unwind (stopping child processes), then exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback (README, "Exit codes")."""
+    secrets.register(os.environ.get("OPENAI_API_KEY"))
+    with contextlib.suppress(ValueError):  # not the main thread (tests calling main in-process)
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        code = app(standalone_mode=False)
+        code = app(args=argv, prog_name="infermeter", standalone_mode=False)
     except UserError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _say(f"error: {exc}")
+        sys.exit(ExitCode.USAGE)
+    except Stopped as exc:
+        _say(str(exc), plain=True)
+        sys.exit(exc.code)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+        _say("interrupted", plain=True)
+        sys.exit(ExitCode.INTERRUPTED)
+    except _Terminated:
+        _say("terminated (SIGTERM)", plain=True)
+        sys.exit(ExitCode.TERMINATED)
     except Exception as exc:
         # typer's (vendored click) usage errors: a bad option or value, named in one line
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `infermeter`: typer has printed the help
                 sys.exit(0)
-            hint = f" (see infermeter {exc.ctx.info_name} --help)" if getattr(exc, "ctx", None) else ""  # type: ignore[attr-defined]
-            err.print(f"[bold red]error:[/] {exc.format_message()}{hint}", highlight=False, soft_wrap=True)
-            sys.exit(int(exc.exit_code))  # type: ignore[attr-defined]
-        raise
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            _say(f"error: {exc.format_message()}{hint}")
+            sys.exit(ExitCode.USAGE if int(exc.exit_code) == 2 else int(exc.exit_code))  # type: ignore[attr-defined]
+        _crash(exc)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _say(message: str, plain: bool = False) -> None:
+    """One line on stderr, secrets masked, never wrapped."""
+    text = " ".join(secrets.redact(message).split())
+    if plain:
+        err.print(text, highlight=False, soft_wrap=True, markup=False)
+    else:
+        head, _, rest = text.partition(": ")
+        err.print(f"[bold red]{head}:[/] ", end="", highlight=False, soft_wrap=True)
+        err.print(rest, highlight=False, soft_wrap=True, markup=False)
+
+
+def _crash(exc: BaseException) -> None:
+    """A bug in infermeter: one line, and the (redacted) traceback in a file to attach to a report."""
+    text = secrets.redact("".join(traceback.format_exception(exc)))
+    path = Path(tempfile.gettempdir()) / f"infermeter-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    try:
+        path.write_text(text)
+        where = f"the traceback is in {path}"
+    except OSError:
+        where = "the traceback could not be saved"
+    _say(f"internal error: {type(exc).__name__}: {str(exc)[:200]} ({where}; please report it)", plain=True)
+    sys.exit(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":

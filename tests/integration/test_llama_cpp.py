@@ -167,7 +167,8 @@ def test_open_loop_run_ttft_grows_with_prompt_length(llama, tmp_path):
     begins[order[1:]] = np.maximum(cols.submitted_at[order[1:]], last[order[:-1]])
     prefill = first - begins
     short, long = prefill[cols.request_class == "short"], prefill[cols.request_class == "long"]
-    assert len(short) and len(long) and long.min() > 2 * short.max(), (short, long)
+    # ~170 prompt tokens/s: 64 tokens take ~0.4 s, 640 ~4 s; medians, so one stalled request cannot flip it
+    assert len(short) and len(long) and np.median(long) > 3 * np.median(short), (short, long)
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["itl_ms"]["n"] == 6 * 23 and summary["itl_ms"]["p50"] > 1.0
 
@@ -200,5 +201,5 @@ def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
     # served one at a time: each stream starts after the previous one ended
     assert np.all(first[order][1:] >= last[order][:-1] - 0.01)
     ttft = np.sort(first - cols.submitted_at)
-    # the first four were released together; the fourth waited for three whole requests ahead of it
-    assert ttft[3] > 3 * ttft[0]
+    # the first four were released together; the fourth waited for three whole requests (~0.5 s each) ahead of it
+    assert ttft[3] > 3 * ttft[0], ttft

@@ -16,6 +16,7 @@ from infermeter.suites.prefill import profile_prefill
 from infermeter.suites.slo import parse_capacity_slo
 from infermeter.workload.build import arrival_spec
 from tests.cli import infermeter
+from tests.timing import measured
 
 
 def fake_probe(knee: float, calls: list[float]):
@@ -94,49 +95,66 @@ SLO = "ttft:p99<=250ms"
 
 
 def test_capacity_against_the_emulator_matches_a_manual_sweep(tmp_path):
-    """The CLI's search, then manual probes just below and above what it found."""
+    """The CLI's search, then manual probes just below and above what it found.  Both judge a P99 of 150 requests,
+    so a disturbed machine can flip a probe: such an attempt is measured again (tests/timing.py)."""
     cfg = tmp_path / "emu.json"
     cfg.write_text(EMU.model_dump_json())
-    out = tmp_path / "cap"
     load = ("--input-tokens", "32", "--output-tokens", "32", "--requests", "150", "--arrival", "constant")
     search = ("--start-rate", "16", "--warmup", "10", "--tolerance", "0.05", "--no-progress")
-    p = infermeter("capacity", "--slo", SLO, "--emulator-config", cfg, *load, *search, "--out", out, timeout=600)
-    assert p.returncode == 0, p.stderr
-    result = orjson.loads((out / "capacity.json").read_bytes())
-    cap = result["capacity_req_s"]
-    assert cap and len(result["probes"]) <= 9 and "capacity:" in p.stdout
-    assert 50 <= cap <= 70  # the closed form above
     slo = [parse_capacity_slo(SLO)]
-    with running_emulator(EMU) as url:
+    attempts = iter(range(1, 10))
+
+    def measure():
+        k = next(attempts)
+        out = tmp_path / f"cap-{k}"
+        p = infermeter("capacity", "--slo", SLO, "--emulator-config", cfg, *load, *search, "--out", out, timeout=600)
+        assert p.returncode == 0, p.stderr
+        result = orjson.loads((out / "capacity.json").read_bytes())
+        manual = {}
+        cap = result["capacity_req_s"]
+        if cap:
+            with running_emulator(EMU) as url:
+                for factor in (0.9, 1.15):
+                    run_dir = tmp_path / f"manual-{k}-{factor}"
+                    opts = RunOptions(
+                        url=url,
+                        out=run_dir,
+                        model="infermeter-emulator",
+                        input_tokens=32,
+                        output_tokens=32,
+                        requests=150,
+                        arrivals=arrival_spec("constant", cap * factor),
+                        warmup=10,
+                        progress=False,
+                    )
+                    asyncio.run(benchmark(opts))
+                    manual[factor] = evaluate(run_dir, slo, 0.99)
+        return p.stdout, result, manual
+
+    def check(got, noise) -> None:
+        stdout, result, manual = got
+        cap = result["capacity_req_s"]
+        probes = [(q["rate"], q["slo_values"]) for q in result["probes"]]
+        assert cap and len(result["probes"]) <= 9 and "capacity:" in stdout, probes
+        assert 50 <= cap <= 70, probes  # the closed form above
         for factor, expect in ((0.9, True), (1.15, False)):
-            run_dir = tmp_path / f"manual-{factor}"
-            opts = RunOptions(
-                url=url,
-                out=run_dir,
-                model="infermeter-emulator",
-                input_tokens=32,
-                output_tokens=32,
-                requests=150,
-                arrivals=arrival_spec("constant", cap * factor),
-                warmup=10,
-                progress=False,
-            )
-            asyncio.run(benchmark(opts))
-            summary, ok = evaluate(run_dir, slo, 0.99)
-            assert ok is expect, (
-                factor,
-                cap,
-                summary["ttft_ms"]["p99"],
-                [(q["rate"], q["slo_values"]) for q in result["probes"]],
-            )
+            summary, ok = manual[factor]
+            assert ok is expect, (factor, cap, summary["ttft_ms"]["p99"], probes)
+
+    measured(measure, check)
 
 
 def test_profile_prefill_recovers_the_emulators_prefill_cost():
-    with running_emulator(EmulatorConfig()) as url:
-        curve = asyncio.run(
-            profile_prefill(ClientConfig(url, model="infermeter-emulator"), [128, 512, 1024, 2048, 4096], repeats=2)
-        )
-    assert curve.r2 > 0.99
-    # the emulator's prefill step: 6 ms + (0.045 + 0.00004) ms per prompt token
-    assert curve.b * 1000 + curve.c * 1000 * 2048 == pytest.approx(0.04504, rel=0.05)
-    assert float(curve.predict(8192)) == pytest.approx(0.006 + 0.04504e-3 * 8192, rel=0.05)
+    def measure():
+        with running_emulator(EmulatorConfig()) as url:
+            return asyncio.run(
+                profile_prefill(ClientConfig(url, model="infermeter-emulator"), [128, 512, 1024, 2048, 4096], repeats=3)
+            )
+
+    def check(curve, noise) -> None:
+        assert curve.r2 > 0.99
+        # the emulator's prefill step: 6 ms + (0.045 + 0.00004) ms per prompt token
+        assert curve.b * 1000 + curve.c * 1000 * 2048 == pytest.approx(0.04504, rel=0.05)
+        assert float(curve.predict(8192)) == pytest.approx(0.006 + 0.04504e-3 * 8192, rel=0.05)
+
+    measured(measure, check)

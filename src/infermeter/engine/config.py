@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infermeter.config_files import load_model
 from infermeter.engine.batching import DynamicNoBins, MultiBinDynamic, StaticFifo
@@ -28,21 +29,21 @@ H100_MEMORY = {"m_max_gb": 72.0, "m_model_gb": 16.0, "kv_gb_per_token": 128 / 10
 class EngineConfig(BaseModel):
     """One engine model; defaults follow the scheduler (the seed's GPU for batch schedulers, an H100 otherwise)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     scheduler: SchedulerName = "continuous"
     latency: Literal["batch", "iteration"] | None = None
     batch_model: BatchModel = Field(default_factory=BatchModel)
     iteration_model: IterationModel = Field(default_factory=IterationModel)
-    m_max_gb: float | None = None
-    m_model_gb: float | None = None
-    kv_gb_per_token: float | None = None
+    m_max_gb: float | None = Field(default=None, gt=0)
+    m_model_gb: float | None = Field(default=None, ge=0)
+    kv_gb_per_token: float | None = Field(default=None, gt=0)
     kv_capacity_tokens: int | None = Field(default=None, gt=0, description="overrides the memory arithmetic")
     block_size: int = Field(default=16, gt=0)
     # batch schedulers (seeds/004)
     static_batch: int = Field(default=8, gt=0)
     b_min: int = Field(default=1, gt=0)
     b_max: int = Field(default=128, gt=0)
-    bins: int = Field(default=4, gt=0)
+    bins: int = Field(default=4, gt=0, le=1024)
     bin_selection: Literal["round_robin", "longest_queue"] = "round_robin"
     bin_key: Literal["output", "total"] = "total"  # the seed bins by "output"; see README
     d_sla_token: float = Field(default=0.010, gt=0, description="seconds per decoded token")
@@ -54,6 +55,38 @@ class EngineConfig(BaseModel):
     token_budget: int = Field(default=512, gt=0)
     # output-length prediction: oracle, or oracle x lognormal(0, spread)
     prediction_noise: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineConfig:
+        """Latency models that give positive, finite step times, and memory that leaves room for a KV cache."""
+        b, it = self.batch_model, self.iteration_model
+        bounds = {
+            "batch_model.alpha": (b.alpha, 0.0, False),
+            "batch_model.beta": (b.beta, 0.0, True),
+            "batch_model.gamma": (b.gamma, -1.0, True),
+            "iteration_model.fixed": (it.fixed, 0.0, True),
+            "iteration_model.per_prefill_token": (it.per_prefill_token, 0.0, False),
+            "iteration_model.per_decode_seq": (it.per_decode_seq, 0.0, False),
+            "iteration_model.per_context_token": (it.per_context_token, 0.0, False),
+        }
+        for name, (value, lo, above) in bounds.items():
+            if not math.isfinite(value) or value < lo or (above and value == lo):
+                raise ValueError(
+                    f"{name} must be a finite number {'above' if above else 'at least'} {lo:g}, got {value}"
+                )
+        if (b.name, it.name) != ("batch", "iteration"):
+            raise ValueError("batch_model.name and iteration_model.name name the model: leave them out")
+        if self.b_min > self.b_max:
+            raise ValueError(f"b_min ({self.b_min}) must not exceed b_max ({self.b_max})")
+        try:
+            room = self.capacity()
+        except OverflowError:
+            room = 0
+        if room < 1:
+            raise ValueError(
+                "the memory settings leave no room for a KV cache: raise m_max_gb or set kv_capacity_tokens"
+            )
+        return self
 
     @property
     def is_batch(self) -> bool:

@@ -14,6 +14,7 @@ as met (float floors at exact multiples).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,11 +216,14 @@ def parse_deadlines(text: str) -> Deadlines:
     if "tbt" not in fields:
         raise UserError("deadlines need tbt=..., e.g. --deadlines ttft=300ms,tbt=25ms")
 
-    def seconds(key: str) -> float:
+    def seconds(key: str, zero_ok: bool = False) -> float:
         m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(ms|s|us)?", fields[key])
         if not m:
             raise UserError(f"deadline {key}={fields[key]} is not a duration like 25ms or 0.3s")
-        return float(m.group(1)) * UNITS[m.group(2) or "ms"]
+        value = float(m.group(1)) * UNITS[m.group(2) or "ms"]
+        if not math.isfinite(value) or (value == 0 and not zero_ok):
+            raise UserError(f"deadline {key}={fields[key]} must be a positive, finite duration like 25ms or 0.3s")
+        return value
 
     curve = None
     ttft = None
@@ -235,7 +239,11 @@ def parse_deadlines(text: str) -> Deadlines:
     if not 0 < target <= 1:
         raise UserError(f"deadline target must be in (0, 1], got {target}")
     return Deadlines(
-        tbt=seconds("tbt"), ttft=ttft, curve=curve, slack=seconds("slack") if "slack" in fields else 0.0, target=target
+        tbt=seconds("tbt"),
+        ttft=ttft,
+        curve=curve,
+        slack=seconds("slack", zero_ok=True) if "slack" in fields else 0.0,
+        target=target,
     )
 
 

@@ -7,6 +7,7 @@ without a first token meets no TTFT or E2E bound, and a failed request meets not
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -28,7 +29,11 @@ def parse_slo(text: str) -> dict[str, float]:
         name, value, unit = m.group(1).lower(), float(m.group(2)), m.group(3) or "ms"
         if name not in SLO_METRICS:
             raise UserError(f"SLO metric '{name}' is unknown: use {', '.join(SLO_METRICS)}")
+        if not 0 < value < math.inf:
+            raise UserError(f"SLO bound {item} must be a positive, finite duration, e.g. {name}=200ms")
         out[name] = value * UNITS[unit]
+    if not out:
+        raise UserError("the SLO is empty: give bounds such as ttft=200ms,tpot=50ms")
     return out
 
 

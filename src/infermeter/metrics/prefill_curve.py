@@ -6,6 +6,7 @@ quadratic in the prompt length follows attention's cost and extrapolates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,12 +38,22 @@ class PrefillCurve:
 
     @classmethod
     def load(cls, path: Path) -> PrefillCurve:
+        """A saved curve whose coefficients are finite numbers (a curve file edited by hand may hold anything)."""
+        if path.is_dir():
+            raise UserError(
+                f"prefill curve {path} is a directory: give the JSON file `infermeter profile-prefill` saved"
+            )
         if not path.is_file():
             raise UserError(f"prefill curve {path} does not exist: make one with `infermeter profile-prefill`")
         try:
-            return cls(**orjson.loads(path.read_bytes()))
-        except (orjson.JSONDecodeError, TypeError) as exc:
+            curve = cls(**orjson.loads(path.read_bytes()))
+        except (orjson.JSONDecodeError, TypeError, OSError) as exc:
             raise UserError(f"{path} is not a prefill curve: {exc}") from None
+        for key in ("a", "b", "c", "r2"):
+            value = getattr(curve, key)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise UserError(f"{path} is not a prefill curve: {key} must be a finite number, got {value!r}")
+        return curve
 
 
 def fit_quadratic(lengths: np.ndarray, ttft_s: np.ndarray, source: str = "") -> PrefillCurve:

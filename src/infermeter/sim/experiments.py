@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from infermeter import resumable
 from infermeter.engine.config import EngineConfig
+from infermeter.errors import UserError
 from infermeter.sim.run import sim_block
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.workload.spec import Requests
@@ -92,11 +94,27 @@ def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, A
     }
 
 
+SETTINGS = "sweep.json"  # what the rows were simulated under: a resumed sweep must be the same sweep
+
+
+def claim_sweep_dir(out: Path, settings: dict[str, Any]) -> None:
+    """Start a sweep in `out`, or resume the one there if it was made with the same settings."""
+    if not (out / SETTINGS).exists() and any((out / name).exists() for name in (STEP1_CSV, STEP2_CSV)):
+        raise UserError(f"--out {out} holds sweep results without their settings ({SETTINGS}): choose a new directory")
+    resumable.claim(out, SETTINGS, settings, "sweep")
+
+
 def read_rows(path: Path) -> list[dict[str, str]]:
+    """The complete rows of a results CSV; a last line cut short by a killed process is dropped from the file."""
     if not path.is_file():
         return []
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        keep = raw[: raw.rfind(b"\n") + 1]
+        with path.open("r+b") as fh:
+            fh.truncate(len(keep))
     with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
+        return [row for row in csv.DictReader(fh) if None not in row.values() and None not in row]
 
 
 def run_experiments(
@@ -124,7 +142,7 @@ def run_experiments(
             t0 = time.perf_counter()
             out = simulate(workload(exp.requests), config, exp.gpus, seed)
             writer.writerow(experiment_row(exp, out, time.perf_counter() - t0))
-            fh.flush()
+            fh.flush()  # one complete line per experiment, so a kill loses at most the one running
             if on_done:
                 on_done(exp, False)
     return read_rows(csv_path)

@@ -8,6 +8,8 @@ resumes.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,9 +17,13 @@ from typing import Any
 
 import orjson
 
+from infermeter import resumable
+from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
-from infermeter.records import RECORDS, read_records, read_run_info
+from infermeter.records import RECORDS, holds_run, read_records, read_run_info
 from infermeter.suites.slo import Slo
+
+SETTINGS = "search.json"  # what the probes were measured under: a resumed search must be the same search
 
 
 @dataclass
@@ -43,6 +49,26 @@ class CapacityResult:
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2)
+
+
+def claim_search_dir(out: Path, settings: dict[str, Any]) -> None:
+    """Start a search in `out`, or resume the one there if it was made with the same settings; refuse a run
+    directory and a search with other settings (their probes would answer another question)."""
+    if holds_run(out):
+        raise UserError(f"--out {out} holds a single run, not a capacity search: choose another directory")
+    if not (out / SETTINGS).exists() and out.is_dir() and any(out.iterdir()):
+        raise UserError(f"--out {out} is not empty and holds no capacity search: choose a new directory")
+    resumable.claim(out, SETTINGS, settings, "capacity search")
+
+
+def completed(run_dir: Path) -> bool:
+    """A probe that ran to its end (sealed records, not stopped by a signal or a full disk) can be reused."""
+    if not (run_dir / RECORDS).is_file():
+        return False
+    try:
+        return read_run_info(run_dir).stopped is None
+    except UserError:
+        return False
 
 
 def rate_key(rate: float) -> float:
@@ -88,11 +114,9 @@ def search(
     def check(rate: float) -> bool:
         rate = rate_key(rate)
         d = probe_dir(out, rate)
-        reused = (d / RECORDS).is_file()  # a run that finished sealed its records
+        reused = completed(d)
         if not reused:
             if d.exists():  # an interrupted probe: run it again from scratch
-                import shutil
-
                 shutil.rmtree(d)
             run_probe(rate, d)
         summary, ok = evaluate(d, slos, min_success)
@@ -107,7 +131,7 @@ def search(
             reused,
         )
         result.probes.append(probe)
-        (out / "capacity.json").write_bytes(result.to_json())
+        _save(out, result)
         if on_probe:
             on_probe(probe)
         return ok
@@ -141,5 +165,12 @@ def search(
         result.note = f"every probe passed up to {lo:g} req/s (--max-rate or --max-probes reached)"
     elif (hi - lo) / hi > tolerance:
         result.note = f"stopped after {max_probes} probes with the bracket [{lo:g}, {hi:g}] still wider than tolerance"
-    (out / "capacity.json").write_bytes(result.to_json())
+    _save(out, result)
     return result
+
+
+def _save(out: Path, result: CapacityResult) -> None:
+    """capacity.json, replaced atomically (a kill mid-write leaves the previous one)."""
+    tmp = out / "capacity.json.tmp"
+    tmp.write_bytes(result.to_json())
+    os.replace(tmp, out / "capacity.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -55,18 +56,34 @@ def parse_capacity_slo(text: str) -> Slo:
     m = _BOUND.match(t)
     if m:
         metric, stat, _, num, unit = m.groups()
-        return Slo(t, "bound", metric, stat, float(num) * UNITS[unit or "ms"] * 1000.0)
+        limit = float(num) * UNITS[unit or "ms"] * 1000.0
+        if not 0 < limit < math.inf:
+            raise UserError(
+                f"capacity SLO '{text}': the bound must be a positive, finite duration, e.g. ttft:p99<=500ms"
+            )
+        return Slo(t, "bound", metric, stat, limit)
     head, _, rest = t.partition(":")
     items = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
     if head == "fluidity":
-        share = float(items.pop("share", "0.99"))
+        share = _share(items.pop("share", "0.99"), "share", text)
         spec = ",".join(f"{k}={v}" for k, v in items.items())
         return Slo(t, "fluidity", limit=share, deadlines=parse_deadlines(spec))
     if head == "goodput":
-        fraction = float(items.pop("fraction", "0.9"))
+        fraction = _share(items.pop("fraction", "0.9"), "fraction", text)
         return Slo(t, "goodput", limit=fraction, goodput=parse_slo(",".join(f"{k}={v}" for k, v in items.items())))
     raise UserError(
         f"capacity SLO '{text}' is not understood: use METRIC:STAT<=VALUE (metrics {', '.join(SLO_METRICS)}; "
         "stats p50, p90, p95, p99, p99.9, mean, max), fluidity:tbt=25ms[,ttft=300ms,target=0.9,share=0.99], or "
         "goodput:ttft=200ms,tpot=50ms[,fraction=0.9]"
     )
+
+
+def _share(value: str, key: str, text: str) -> float:
+    """A share of requests in (0, 1]."""
+    try:
+        share = float(value)
+    except ValueError:
+        share = math.nan
+    if not 0 < share <= 1:
+        raise UserError(f"capacity SLO '{text}': {key} must be a number above 0 and at most 1, got {value}")
+    return share

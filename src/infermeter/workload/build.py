@@ -46,7 +46,10 @@ def build_requests(
     `arrivals` names a rate process, which then replaces the trace's timestamps.
     """
     if trace is not None:
-        requests = load_burstgpt(trace, n, rps_scale=rps_scale)
+        try:
+            requests = load_burstgpt(trace, n, rps_scale=rps_scale)
+        except UserError as exc:
+            raise UserError(f"--trace {exc}") from None
         declaration: dict[str, Any] = {
             "name": f"trace:{trace.name}",
             "seed": seed,

@@ -7,6 +7,7 @@ and serializes to a plain dict so a run can declare exactly what it drew from.
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,11 +17,14 @@ from scipy import special
 
 from infermeter.errors import UserError
 
+MAX_LENGTH = 10_000_000  # tokens in one prompt or reply: more is a typo, and would not fit in memory
+Length = Annotated[int, Field(ge=0, le=MAX_LENGTH)]
+
 
 class _Dist(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    min: int = 1
-    max: int | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    min: Length = 1
+    max: Length | None = None
 
     def _clip(self, x: np.ndarray) -> np.ndarray:
         hi = self.max if self.max is not None else np.iinfo(np.int32).max
@@ -34,8 +38,8 @@ class Fixed(_Dist):
     """Every request gets the same length."""
 
     kind: Literal["fixed"] = "fixed"
-    value: int = Field(ge=0)
-    min: int = 0
+    value: Length
+    min: Length = 0
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.full(n, self.value, dtype=np.int64)
@@ -48,7 +52,7 @@ class Uniform(_Dist):
     """Integers uniform on [min, max], both ends included (the draft's randint)."""
 
     kind: Literal["uniform"] = "uniform"
-    max: int
+    max: Length
 
     @model_validator(mode="after")
     def _order(self) -> Uniform:
@@ -104,7 +108,7 @@ class Empirical(_Dist):
     """Draws with replacement from observed lengths: a list, or a column of a CSV file."""
 
     kind: Literal["empirical"] = "empirical"
-    values: list[int] | None = None
+    values: list[Length] | None = None
     csv: str | None = None
     column: str | None = None
 
@@ -148,8 +152,13 @@ class Quantiles(_Dist):
         if len(self.points) < 2:
             raise ValueError("quantiles needs at least two percentile points, e.g. {50: 156, 95: 892}")
         for q, v in self.points.items():
-            if not 0 < q < 100 or v <= 0:
-                raise ValueError(f"quantile point {q}: {v} must have 0 < percentile < 100 and a positive length")
+            if not 0 < q < 100 or not 0 < v <= MAX_LENGTH:
+                raise ValueError(
+                    f"quantile point {q}: {v} must have 0 < percentile < 100 and a length from 1 to {MAX_LENGTH:,}"
+                )
+        lengths = [self.points[q] for q in sorted(self.points)]
+        if any(b <= a for a, b in itertools.pairwise(lengths)):
+            raise ValueError("quantile points must grow with the percentile")
         return self
 
     def _knots(self) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from infermeter.workload.distributions import Fixed, LengthDist
 class RequestClass(BaseModel):
     """A kind of request with its own length distributions, drawn with probability weight / sum(weights)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str = ""
     weight: float = Field(default=1.0, gt=0)
     input: LengthDist
@@ -36,9 +36,9 @@ class PrefixSharing(BaseModel):
     Which prefix a sharing request gets is Zipf(s) over the prefixes' ranks, or uniform when zipf_s is None.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     fraction: float = Field(ge=0, le=1)
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=1_000_000)
     length: LengthDist = Field(default_factory=lambda: Fixed(value=200))
     zipf_s: float | None = Field(default=None, gt=0)
 
@@ -51,13 +51,13 @@ class PrefixSharing(BaseModel):
 class WorkloadSpec(BaseModel):
     """A fully specified workload: what a report must declare to make a run reproducible."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     purpose: str = ""
     content: str = "random token sequences"
     classes: list[RequestClass] = Field(min_length=1)
     prefix: PrefixSharing | None = None
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, ge=0)
     notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -114,7 +114,7 @@ def resolve(name_or_path: str) -> WorkloadSpec:
     if name_or_path in STANDARD:
         return STANDARD[name_or_path]
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+    if name_or_path.strip() and (path.suffix in (".yaml", ".yml", ".json") or path.exists()):
         return load_spec_file(path)
     raise UserError(
         f"unknown workload '{name_or_path}': use one of {', '.join(STANDARD)} or a path to a YAML/JSON file"

@@ -147,11 +147,20 @@ def resolve_tokenizer(spec: str) -> Tokenizer:
             raise UserError(f"GGUF file {path} does not exist: give the path of a model file")
         from infermeter.workload.gguf_vocab import GGUFTokenizer
 
-        return GGUFTokenizer(path)
+        try:
+            return GGUFTokenizer(path)
+        except UserError:
+            raise
+        except Exception as exc:  # a damaged file can fail anywhere in the gguf reader
+            raise UserError(f"{path} is not a readable GGUF file ({type(exc).__name__}: {exc})") from None
     if path.suffix == ".json" or path.name == "tokenizer.json":
         if not path.is_file():
             raise UserError(f"tokenizer file {path} does not exist (nothing is downloaded): give a local path")
-        return HFTokenizer(path)
+        try:
+            return HFTokenizer(path)
+        except Exception as exc:  # the tokenizers library raises a bare Exception for a malformed file
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UserError(f"{path} is not a Hugging Face tokenizer.json ({reason}): give a valid one") from None
     raise UserError(
         f"unknown tokenizer '{spec}': use cl100k_base, o200k_base, a path to tokenizer.json, or a path to a .gguf"
     )

@@ -15,6 +15,7 @@ import pyarrow.csv as pacsv
 
 from infermeter.errors import UserError
 from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
+from infermeter.workload.distributions import MAX_LENGTH
 from infermeter.workload.spec import Requests
 
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
@@ -22,18 +23,41 @@ BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
 
 def _read_csv(path: Path) -> pa.Table:
     if not path.is_file():
-        raise UserError(f"trace file {path} does not exist: give the path of a CSV trace")
+        raise UserError(f"{path} does not exist: give the path of a CSV trace")
     try:
         return pacsv.read_csv(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise UserError(f"trace file {path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"{path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+
+
+def _number_column(table: pa.Table, name: str, path: Path, whole: bool) -> np.ndarray:
+    """A column as finite floats (whole numbers from 0 to MAX_LENGTH with `whole`); the first bad row named."""
+    raw = table.column(name).to_numpy(zero_copy_only=False)
+    try:
+        x = np.asarray(raw, dtype=float)
+    except (ValueError, TypeError):
+        x = np.asarray([_float_or_nan(v) for v in raw], dtype=float)
+    bad = ~np.isfinite(x)
+    if whole:
+        bad |= (x < 0) | (x > MAX_LENGTH) | (x != np.round(x))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        need = f"whole numbers from 0 to {MAX_LENGTH:,}" if whole else "finite numbers"
+        value = raw[row]
+        shown = repr(value) if isinstance(value, str) else "nothing" if value is None else str(value)
+        raise UserError(f"{path} column '{name}' must hold {need}: row {row + 2} holds {shown}")
+    return x
+
+
+def _float_or_nan(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _int_column(table: pa.Table, name: str, path: Path) -> np.ndarray:
-    try:
-        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
-    except (ValueError, TypeError, pa.ArrowInvalid) as exc:
-        raise UserError(f"{path} column '{name}' must hold whole numbers: {exc}") from None
+    return _number_column(table, name, path, whole=True).astype(np.int64)
 
 
 def load_burstgpt(
@@ -48,7 +72,7 @@ def load_burstgpt(
     missing = [c for c in BURSTGPT_COLUMNS if c not in table.column_names]
     if missing:
         raise UserError(f"{path} is not a BurstGPT CSV: missing column(s) {', '.join(missing)}")
-    ts = np.asarray(table.column("Timestamp").to_numpy(zero_copy_only=False), dtype=float)
+    ts = _number_column(table, "Timestamp", path, whole=False)
     inputs = _int_column(table, "Request tokens", path)
     outputs = _int_column(table, "Response tokens", path)
     models = np.asarray(table.column("Model").to_pylist(), dtype=object)
@@ -59,12 +83,14 @@ def load_burstgpt(
         keep &= outputs > 0
     keep &= inputs > 0
     order = np.flatnonzero(keep)[np.argsort(ts[keep], kind="stable")]
-    if n is not None:
-        if n > len(order):
-            raise UserError(f"{path} has {len(order)} usable requests, fewer than the {n} asked for")
-        order = order[:n]
     if len(order) == 0:
         raise UserError(f"{path} has no usable requests (model filter: {model or 'none'})")
+    if n is not None:
+        if n > len(order):
+            raise UserError(
+                f"{path} has {len(order)} usable requests, fewer than the {n} asked for: ask for at most {len(order)}"
+            )
+        order = order[:n]
     count = len(order)
     arrivals = arrival_offsets(ArrivalSpec(kind="trace", time_scale=rps_scale), count, 0, ts[order])
     return Requests(
