@@ -91,3 +91,12 @@ def test_run_without_url_benchmarks_the_embedded_emulator(tmp_path):
     assert "=== LLM Benchmark Report (Minimum) ===" in p.stdout and "- Request Count: 300" in p.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert (run_dir / "records.parquet").is_file() and (run_dir / "summary.json").is_file()
+
+
+def test_usage_errors_point_at_the_commands_own_help(tmp_path):
+    """A bad value names the option and the command's help (it used to say "see infermeter infermeter --help"), and
+    `capacity --api bogus` is refused before any probe (it used to start probing as chat)."""
+    p = infermeter("capacity", "--slo", "ttft:p99<=1s", "--api", "bogus", "--out", tmp_path / "cap", cwd=tmp_path)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "Invalid value for '--api': must be one of completions, chat, got bogus" in p.stderr, p.stderr
+    assert p.stderr.rstrip().endswith("(see infermeter capacity --help)") and not (tmp_path / "cap").exists()
