@@ -128,12 +128,7 @@ def workload(
     out: Annotated[
         Path, typer.Option(help="output file: .csv, .jsonl or .json (with the declaration)", parser=opt.out_path)
     ] = Path("workload.csv"),
-    rate: Annotated[
-        float | None,
-        typer.Option(
-            help="arrival rate, requests/s (offsets are 0 without one)", parser=opt.number(0, opt.MAX_RATE, True)
-        ),
-    ] = None,
+    rate: opt.ArrivalRate = None,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
     trace: opt.Trace = None,
@@ -230,12 +225,7 @@ def sim(
     trace: opt.Trace = None,
     rps_scale: opt.RpsScale = 1.0,
     requests: Annotated[int, typer.Option("--requests", "-n", parser=REQUESTS)] = 1000,
-    rate: Annotated[
-        float | None,
-        typer.Option(
-            help="requests/s; without it every request arrives at t=0", parser=opt.number(0, opt.MAX_RATE, True)
-        ),
-    ] = None,
+    rate: opt.ArrivalRate = None,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
     scheduler: opt.EngineScheduler = "continuous",
@@ -360,9 +350,7 @@ def sim_sweep(
     ] = "synthetic-skewed",
     trace: opt.Trace = None,
     rps_scale: opt.RpsScale = 10.0,
-    rate: Annotated[
-        float, typer.Option(help="requests/s for synthetic workloads", parser=opt.number(0, opt.MAX_RATE, True))
-    ] = 27.0,
+    rate: Annotated[float, typer.Option(help="requests/s for synthetic workloads", parser=opt.RATE)] = 27.0,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
     bin_key: opt.BinKey = "total",
@@ -784,12 +772,8 @@ def capacity(
     requests: Annotated[int, typer.Option("--requests", "-n", help="requests per probe", parser=REQUESTS)] = 300,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
-    start_rate: Annotated[
-        float, typer.Option(help="first offered rate, req/s", parser=opt.number(0, opt.MAX_RATE, True))
-    ] = 1.0,
-    max_rate: Annotated[
-        float, typer.Option(help="never probe above this rate", parser=opt.number(0, opt.MAX_RATE, True))
-    ] = 1000.0,
+    start_rate: Annotated[float, typer.Option(help="first offered rate, req/s", parser=opt.RATE)] = 1.0,
+    max_rate: Annotated[float, typer.Option(help="never probe above this rate", parser=opt.RATE)] = 1000.0,
     tolerance: Annotated[
         float,
         typer.Option(help="stop when (fail - pass) / fail is below this", parser=opt.number(0, 1, lo_open=True)),

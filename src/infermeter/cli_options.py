@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -19,6 +19,8 @@ from infermeter.engine.config import SCHEDULERS
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
 from infermeter.workload.build import RATE_PROCESSES
+
+T = TypeVar("T")
 
 MAX_REQUESTS = 10_000_000  # per run or simulation: more is a typo, and would not fit in memory
 MAX_TOKENS = 10_000_000  # per prompt or reply
@@ -210,18 +212,23 @@ def existing_file(value: Any) -> Path:
     return path
 
 
-def config_file(load: Callable[[Path], Any]) -> Callable[[Any], Path]:
-    """A parser for a config file that exists and whose content `load` accepts (read again where it is used)."""
+def _checked(convert: Callable[[Any], T], check: Callable[[T], Any]) -> Callable[[Any], T]:
+    """A parser: `convert` the raw value, then `check` it; the check's UserError becomes a usage error."""
 
-    def parse(value: Any) -> Path:
-        path = existing_file(value)
+    def parse(value: Any) -> T:
+        converted = convert(value)
         try:
-            load(path)
+            check(converted)
         except UserError as exc:
             raise typer.BadParameter(str(exc)) from None
-        return path
+        return converted
 
     return parse
+
+
+def config_file(load: Callable[[Path], Any]) -> Callable[[Any], Path]:
+    """A parser for a config file that exists and whose content `load` accepts (read again where it is used)."""
+    return _checked(existing_file, load)
 
 
 def _engine_config(path: Path) -> Any:
@@ -246,16 +253,7 @@ def env_name(value: Any) -> str:
 
 def _spec(parse: Callable[[str], Any]) -> Callable[[Any], str]:
     """Validate a spec string with `parse` (its UserError becomes a usage error) and keep the text."""
-
-    def check(value: Any) -> str:
-        text = str(value)
-        try:
-            parse(text)
-        except UserError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        return text
-
-    return check
+    return _checked(str, parse)
 
 
 def _slo(text: str) -> Any:
@@ -313,8 +311,10 @@ InputTokens = Annotated[
 OutputTokens = Annotated[
     int | None, typer.Option(help="fixed output length (with --input-tokens)", parser=integer(1, MAX_TOKENS))
 ]
-Rate = Annotated[
-    float | None, typer.Option(help="open loop: requests per second", parser=number(0, MAX_RATE, lo_open=True))
+RATE = number(0, MAX_RATE, lo_open=True, what="a rate in requests per second")
+Rate = Annotated[float | None, typer.Option(help="open loop: requests per second", parser=RATE)]
+ArrivalRate = Annotated[
+    float | None, typer.Option(help="arrival rate, requests/s; without it every request arrives at t=0", parser=RATE)
 ]
 Arrival = Annotated[str, typer.Option(help="poisson, gamma, constant or uniform", parser=choice(*RATE_PROCESSES))]
 Burstiness = Annotated[
