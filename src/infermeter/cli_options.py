@@ -19,11 +19,12 @@ from infermeter.engine.config import SCHEDULERS
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
 from infermeter.workload.build import RATE_PROCESSES
+from infermeter.workload.distributions import MAX_LENGTH
 
 T = TypeVar("T")
 
 MAX_REQUESTS = 10_000_000  # per run or simulation: more is a typo, and would not fit in memory
-MAX_TOKENS = 10_000_000  # per prompt or reply
+MAX_TOKENS = MAX_LENGTH  # per prompt or reply
 MAX_SECONDS = 7 * 86400.0
 MAX_RATE = 1_000_000.0
 MAX_SEED = 2**32 - 1
