@@ -68,12 +68,12 @@ PROBE_SCRIPT = textwrap.dedent(
         # a server whose TTFT is 20 ms below 7.3 req/s and 2 s above; records trickle in as in a real run
         ttft = 0.02 if rate <= 7.3 else 2.0
         with RunWriter(run_dir, RunInfo(kind="test"), flush_interval_s=0.0) as writer:
-            for i in range(40):
+            for i in range(80):
                 t = i / rate
                 writer.sent(i, t, 10, 2)
                 writer.append(RequestRecord(request_id=i, submitted_at=t, output_tokens=2, max_tokens=2,
                                             token_times=[t + ttft, t + ttft + 0.01]))
-                time.sleep(0.005)
+                time.sleep(0.01)
 
     res = search(probe, [parse_capacity_slo("ttft:p99<=100ms")], Path(sys.argv[1]), start_rate=1, tolerance=0.02,
                  max_probes=20)
@@ -90,10 +90,11 @@ def test_capacity_search_resumes_after_a_kill_with_the_same_answer(tmp_path):
     subprocess.run([sys.executable, str(script), str(whole)], check=True, capture_output=True, timeout=120)
     proc = subprocess.Popen([sys.executable, str(script), str(killed)], stdout=subprocess.PIPE)
 
-    def mid_probe() -> bool:  # three probes finished and the fourth half-written
+    def mid_probe() -> bool:  # three probes finished and the fourth writing its records (it takes ~0.8 s)
         saved = killed / "capacity.json"
         probes = orjson.loads(saved.read_bytes())["probes"] if saved.is_file() else []
-        return len(probes) >= 3 and any(not completed(d) for d in killed.glob("probe-rate-*"))
+        journals = [d / "records.journal.arrows" for d in killed.glob("probe-rate-*") if not completed(d)]
+        return len(probes) >= 3 and any(j.is_file() and j.stat().st_size > 0 for j in journals)
 
     kill_when(proc, mid_probe)
     torn = [d for d in killed.glob("probe-rate-*") if not completed(d)]

@@ -133,7 +133,8 @@ def test_the_client_killed_loses_no_request(tmp_path):
     cols = one_record_per_request(out)
     assert cols.n >= received >= finished >= 25
     lost = np.array([e.startswith(NOT_RECORDED) for e in cols.error])
-    assert cols.ok.sum() + lost.sum() == cols.n and cols.ok.sum() >= 10, set(cols.error.tolist())
+    assert cols.ok.sum() + lost.sum() == cols.n, set(cols.error.tolist())
+    assert 1 <= cols.ok.sum() <= finished  # the journal's flushes before the kill; never a reply that did not end
     assert (cols.output_tokens[cols.ok] == 60).all()
     summary = report_json(out)
     assert summary["requests"]["total"] == cols.n
