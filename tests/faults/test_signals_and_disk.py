@@ -48,6 +48,17 @@ def wait_for(url: str, name: str, at_least: float, proc: subprocess.Popen[str], 
     raise AssertionError(f"{name} never reached {at_least}")
 
 
+def journaled(out, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
+    """Wait until the live run's journal holds a finished record (it flushes every 2 s; bounded in time)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (out / JOURNAL).is_file() and RecordColumns.from_table(read_records(out)).ok.any():
+            return
+        assert proc.poll() is None, f"the run ended early: {proc.communicate()[1][-2000:]}"
+        time.sleep(0.1)
+    raise AssertionError("the journal never held a finished record")
+
+
 def one_record_per_request(out) -> RecordColumns:
     cols = RecordColumns.from_table(read_records(out))
     assert len(set(cols.request_id.tolist())) == cols.n, "a request recorded twice"
@@ -122,7 +133,7 @@ def test_the_client_killed_loses_no_request(tmp_path):
     out = tmp_path / "run"
     with emulator_process(EmulatorConfig(speed=2, prefix_caching=False)) as emu:
         proc = start_run(emu.url, out, "--rate", "10", "-n", "200", "--output-tokens", "60")
-        wait_for(emu.url, "vllm:request_success_total", 25, proc)  # past the first journal flush (2 s)
+        journaled(out, proc)  # past the journal's first flush: some records are on disk, others only in memory
         proc.kill()
         proc.communicate(timeout=30)
         time.sleep(0.3)
@@ -131,14 +142,14 @@ def test_the_client_killed_loses_no_request(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert not is_sealed(out) and (out / JOURNAL).is_file() and not (out / RECORDS).exists()
     cols = one_record_per_request(out)
-    assert cols.n >= received >= finished >= 25
+    # every request the server saw is accounted for; a reply is recorded ok only if the server finished it
+    assert cols.n >= received >= finished >= cols.ok.sum() >= 1
     lost = np.array([e.startswith(NOT_RECORDED) for e in cols.error])
     assert cols.ok.sum() + lost.sum() == cols.n, set(cols.error.tolist())
-    assert 1 <= cols.ok.sum() <= finished  # the journal's flushes before the kill; never a reply that did not end
     assert (cols.output_tokens[cols.ok] == 60).all()
     summary = report_json(out)
     assert summary["requests"]["total"] == cols.n
-    assert summary["requests"]["failures_by_reason"] == {NOT_RECORDED: int(lost.sum())}
+    assert summary["requests"]["failures_by_reason"] == ({NOT_RECORDED: int(lost.sum())} if lost.any() else {})
     p = subprocess.run([sys.executable, "-m", "infermeter", "report", str(out)], capture_output=True, text=True)
     assert p.returncode == 0 and "this run never closed" in p.stdout, p.stderr
 
