@@ -65,6 +65,28 @@ class FakeServer:
         self.proc.terminate()
         self.proc.wait(10)
 
+    async def raw_timed(self, name: str) -> tuple[float, list[float]]:
+        """A "timed" request over a bare socket: when its last byte was written, and when each content event arrived.
+
+        This is the floor the machine sets for the path infermeter's client takes (loopback, a wake-up in each
+        process, the server's HTTP parsing), measured beside the client so tests can hold the client to what it adds.
+        """
+        body = orjson.dumps({"model": "m", "prompt": f"timed {name}", "stream": True})
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write(head.encode() + body)
+        sent = time.perf_counter()
+        await writer.drain()
+        buf, arrived = b"", []
+        while data := await reader.read(65536):
+            now = time.perf_counter()
+            buf += data
+            arrived += [now] * (buf.count(b"\n\n") - len(arrived))
+        writer.close()
+        content = [t for t, (_, _, n) in zip(arrived, TIMED, strict=False) if n > 0]
+        return sent, content
+
 
 class _Handler:
     def __init__(self) -> None:

@@ -12,10 +12,23 @@ from infermeter.records import RunClock, failure_reason
 from tests.fake_server import TIMED, FakeServer
 from tests.timing import Noise, measured_async
 
-# A systematic error (a wrong anchor, a stamp taken at the wrong moment) moves the median by a millisecond or more;
-# what the machine adds on top of that shows up in the tail, and is allowed for by the noise probe.
+# A systematic error (a wrong anchor, a stamp taken at the wrong moment) moves the median by a millisecond or more.
+# Medians are held against the same path taken over a bare socket beside the client (FakeServer.raw_timed): a slow
+# machine's wake-ups and the server's HTTP parsing are in both, so what is left is what the client adds.  What the
+# machine adds on top shows up in the tail, and is allowed for by the noise probe.
 MEDIAN_S = 0.0005
 TAIL_S = 0.001
+
+
+async def bare_socket_floor(server, names: list[str]) -> tuple[float, float]:
+    """Median (s) of bare-socket upload (server read - last byte written) and delivery (arrival - server write)."""
+    upload, delivery = [], []
+    for name in names:
+        sent, arrived = await server.raw_timed(name)
+        truth = server.truth(name)
+        upload.append(truth["received"][0] - sent)
+        delivery += list(np.asarray(arrived) - np.asarray(truth["before"]))
+    return float(np.median(upload)), float(np.median(delivery))
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +57,11 @@ async def test_every_token_is_stamped_when_its_event_arrives(server):
             recs.append(await client.send(req(k, f"timed r{k}"), clock.now()))
             await asyncio.sleep(0.01)
         await client.close()
-        return clock, recs, [server.truth(f"r{k}") for k in range(5)]
+        floor = await bare_socket_floor(server, [f"bare{k}" for k in range(5)])
+        return clock, recs, [server.truth(f"r{k}") for k in range(5)], floor
 
     def check(result, noise: Noise) -> None:
-        clock, recs, truths = result
+        clock, recs, truths, (floor_upload, floor_delivery) = result
         late, upload = [], []
         for rec, truth in zip(recs, truths, strict=True):
             assert rec.status == "ok", rec.error
@@ -62,10 +76,11 @@ async def test_every_token_is_stamped_when_its_event_arrives(server):
             upload.append(truth["received"][0] - clock.t0 - rec.submitted_at)
         late_ms, upload_ms = np.asarray(late) * 1e3, np.asarray(upload) * 1e3
         assert late_ms.min() > -0.05, f"an event stamped before it was written: {late_ms.round(3)}"
-        assert np.median(late_ms) < MEDIAN_S * 1e3, f"systematically late: {late_ms.round(3)}"
+        floors = f"(bare socket: upload {floor_upload * 1e3:.3f} ms, delivery {floor_delivery * 1e3:.3f} ms)"
+        assert np.median(late_ms) < (floor_delivery + MEDIAN_S) * 1e3, f"systematically late {floors}: {late_ms.round(3)}"
         assert late_ms.max() < (TAIL_S + noise.allowance_s) * 1e3, f"a token late beyond the noise: {late_ms.round(3)}"
         assert np.all(np.asarray(upload_ms) > -0.05), f"submitted_at after the server read it: {upload_ms}"
-        assert np.median(upload_ms) < MEDIAN_S * 1e3, f"submitted_at systematically early: {upload_ms}"
+        assert np.median(upload_ms) < (floor_upload + MEDIAN_S) * 1e3, f"submitted_at early {floors}: {upload_ms}"
 
     await measured_async(measure, check)
 
@@ -77,17 +92,20 @@ async def test_server_times_are_anchored_where_both_sides_saw_the_response_start
         client, clock = client_for(server.url)
         recs = [await client.send(req(k, f"servertimes s{k}"), clock.now()) for k in range(3)]
         await client.close()
-        return clock, recs, [server.truth(f"s{k}") for k in range(3)]
+        floor = await bare_socket_floor(server, [f"sbare{k}" for k in range(3)])
+        return clock, recs, [server.truth(f"s{k}") for k in range(3)], floor
 
     def check(result, noise: Noise) -> None:
-        clock, recs, truths = result
+        clock, recs, truths, (_, floor_delivery) = result
         diff = []
         for rec, truth in zip(recs, truths, strict=True):
             assert rec.status == "ok", rec.error
             diff += list(np.asarray(rec.server_token_times) - (np.asarray(truth["before"]) - clock.t0))
-        diff_ms = np.abs(diff) * 1e3
-        assert np.median(diff_ms) < MEDIAN_S * 1e3, diff_ms.round(3)  # a missing 30 ms shows here at once
-        assert diff_ms.max() < (TAIL_S + noise.allowance_s) * 1e3, diff_ms.round(3)
+        # anchored on the client's receipt of the response start, server times run late by that delivery, no more
+        diff_ms = np.asarray(diff) * 1e3
+        floor = f"(bare-socket delivery {floor_delivery * 1e3:.3f} ms): {diff_ms.round(3)}"
+        assert -MEDIAN_S * 1e3 < np.median(diff_ms) < (floor_delivery + MEDIAN_S) * 1e3, floor  # a missing 30 ms
+        assert np.abs(diff_ms).max() < (TAIL_S + floor_delivery + noise.allowance_s) * 1e3, floor
 
     await measured_async(measure, check)
 
