@@ -72,7 +72,7 @@ class FakeServer:
         process, the server's HTTP parsing), measured beside the client so tests can hold the client to what it adds.
         """
         body = orjson.dumps({"model": "m", "prompt": f"timed {name}", "stream": True})
-        head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
         writer.write(head.encode() + body)
