@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from infermeter.errors import ExitCode
-from infermeter.records import RunInfo, write_records
+from infermeter.records import JOURNAL, RunInfo, write_records
 from infermeter.sim.experiments import STEP1_CSV
 from infermeter.suites.capacity import completed
 from tests.cli import infermeter
@@ -93,12 +93,12 @@ def test_capacity_search_resumes_after_a_kill_with_the_same_answer(tmp_path):
     def mid_probe() -> bool:  # three probes finished and the fourth writing its records (it takes ~0.8 s)
         saved = killed / "capacity.json"
         probes = orjson.loads(saved.read_bytes())["probes"] if saved.is_file() else []
-        journals = [d / "records.journal.arrows" for d in killed.glob("probe-rate-*") if not completed(d)]
+        journals = [d / JOURNAL for d in killed.glob("probe-rate-*") if not completed(d)]
         return len(probes) >= 3 and any(j.is_file() and j.stat().st_size > 0 for j in journals)
 
     kill_when(proc, mid_probe)
     torn = [d for d in killed.glob("probe-rate-*") if not completed(d)]
-    assert len(torn) == 1 and (torn[0] / "records.journal.arrows").is_file()
+    assert len(torn) == 1 and (torn[0] / JOURNAL).is_file()
     resumed = subprocess.run([sys.executable, str(script), str(killed)], capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     a, b = (orjson.loads((d / "capacity.json").read_bytes()) for d in (whole, killed))
