@@ -709,7 +709,7 @@ def profile_prefill_cmd(
     api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
     lengths: Annotated[
         list[int],
-        typer.Option(help="prompt lengths to profile, comma-separated", parser=opt.int_list(1, opt.MAX_TOKENS)),
+        typer.Option(help="prompt lengths to profile, comma-separated", parser=opt.int_list(1, opt.MAX_LENGTH)),
     ] = (128, 256, 512, 1024, 2048, 4096, 8192),  # type: ignore[assignment]
     repeats: Annotated[
         int, typer.Option(help="requests per length (the minimum TTFT is kept)", parser=opt.integer(1, 100))

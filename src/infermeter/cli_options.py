@@ -24,7 +24,6 @@ from infermeter.workload.distributions import MAX_LENGTH
 T = TypeVar("T")
 
 MAX_REQUESTS = 10_000_000  # per run or simulation: more is a typo, and would not fit in memory
-MAX_TOKENS = MAX_LENGTH  # per prompt or reply
 MAX_SECONDS = 7 * 86400.0
 MAX_RATE = 1_000_000.0
 MAX_SEED = 2**32 - 1
@@ -307,10 +306,10 @@ Workload = Annotated[
     str | None, typer.Option(help="standard workload name or YAML/JSON workload file", parser=_spec(_workload))
 ]
 InputTokens = Annotated[
-    int | None, typer.Option(help="fixed prompt length (with --output-tokens)", parser=integer(1, MAX_TOKENS))
+    int | None, typer.Option(help="fixed prompt length (with --output-tokens)", parser=integer(1, MAX_LENGTH))
 ]
 OutputTokens = Annotated[
-    int | None, typer.Option(help="fixed output length (with --input-tokens)", parser=integer(1, MAX_TOKENS))
+    int | None, typer.Option(help="fixed output length (with --input-tokens)", parser=integer(1, MAX_LENGTH))
 ]
 RATE = number(0, MAX_RATE, lo_open=True, what="a rate in requests per second")
 Rate = Annotated[float | None, typer.Option(help="open loop: requests per second", parser=RATE)]
