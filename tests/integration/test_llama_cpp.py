@@ -200,10 +200,11 @@ def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
     order = np.argsort(first)
     # served one at a time: each stream starts after the previous one ended
     assert np.all(first[order][1:] >= last[order][:-1] - 0.01)
-    # the first four were released together and served in turn: each one's TTFT holds the whole of the one before
-    # (its E2E), which is queueing as a client sees it, whatever the machine's speed; ratios of single samples are not
+    # the first four were released together: all four were waiting before any was served (causal, not a bound on how
+    # close together they left).  Served in turn (asserted above), the k-th of them waited out the k before it, so
+    # its TTFT holds their whole replies: queueing as a client sees it, whatever the machine's speed
     released = np.argsort(cols.submitted_at)[:4]
-    assert np.ptp(cols.submitted_at[released]) < 0.05
+    assert cols.submitted_at[released].max() < first[released].min(), (cols.submitted_at[released], first[released])
     turn = released[np.argsort(first[released])]
-    ttft, e2e = first[turn] - cols.submitted_at[turn], last[turn] - cols.submitted_at[turn]
-    assert np.all(ttft[1:] >= e2e[:-1] - 0.01), (ttft, e2e)
+    ttft = first[turn] - cols.submitted_at[turn]
+    assert ttft[-1] >= (last[turn[2]] - first[turn[0]]) - 0.01, (ttft, first, last)  # three replies and more
