@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from infermeter.errors import UserError
+from infermeter.workload.tokenizers_backed import TokenizersBacked
 
 # tiktoken_ext/openai_public.py: the expected_hash of each encoding file
 TIKTOKEN_SHA256 = {
@@ -91,22 +92,6 @@ class TiktokenTokenizer:
 
     def chat_template(self) -> str | None:
         return None
-
-
-class TokenizersBacked:
-    """encode / decode / chat_template over a `tokenizers.Tokenizer` held in `_tok` and `_template`."""
-
-    _tok: Any
-    _template: str | None
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
-
-    def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids, skip_special_tokens=False))
-
-    def chat_template(self) -> str | None:
-        return self._template
 
 
 @dataclass
