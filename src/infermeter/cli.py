@@ -190,8 +190,8 @@ def _workload_requests(
 
 def _engine_config(
     scheduler: str,
-    bins: int,
-    bin_key: str,
+    bins: int | None,
+    bin_key: str | None,
     latency: str | None,
     kv_tokens: int | None,
     prediction_noise: float,
@@ -199,13 +199,20 @@ def _engine_config(
     sla_request_s: float,
     config: Path | None,
 ):  # type: ignore[no-untyped-def]
+    """The engine from --config with the command line's settings on top (a file's scheduler settings are kept
+    when it names the same scheduler)."""
     from infermeter.engine.config import EngineConfig, load_engine_config
 
     base = load_engine_config(config) if config else EngineConfig()
+    chosen = base.scheduler.model_dump() if base.scheduler.name == scheduler else {"name": scheduler}
+    for option, key, value in (("--bins", "bins", bins), ("--bin-key", "bin_key", bin_key)):
+        if value is None:
+            continue
+        if scheduler != "multi_bin_dynamic":
+            raise UserError(f"{option} sets multi-bin dynamic batching's bins: add --scheduler multi_bin_dynamic")
+        chosen[key] = value
     update: dict[str, object] = {
-        "scheduler": scheduler,
-        "bins": bins,
-        "bin_key": bin_key,
+        "scheduler": chosen,
         "prediction_noise": prediction_noise,
         "d_sla_token": sla_token_ms / 1000,
         "d_sla_request": sla_request_s,
@@ -230,8 +237,8 @@ def sim(
     burstiness: opt.Burstiness = 1.0,
     scheduler: opt.EngineScheduler = "continuous",
     engines: Annotated[int, typer.Option(help="engines (GPUs) in the pool", parser=opt.integer(1, 100_000))] = 1,
-    bins: opt.Bins = 4,
-    bin_key: opt.BinKey = "total",
+    bins: opt.Bins = None,
+    bin_key: opt.BinKey = None,
     latency: Annotated[
         str | None,
         typer.Option(
@@ -273,7 +280,7 @@ def sim(
     bounds = parse_slo(slo) if slo else None
     _refuse_existing_run(out)
     with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(f"simulating {cfg.scheduler} x {engines}", total=len(reqs))
+        task = bar.add_task(f"simulating {cfg.scheduler.name} x {engines}", total=len(reqs))
         outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
     summary = write_sim_run(
         outcome,
@@ -297,7 +304,7 @@ def _emulator_config(path: Path | None, scheduler: str | None):  # type: ignore[
 
     emu = load_emulator_config(path) if path else EmulatorConfig()
     if scheduler is not None:
-        emu.engine.scheduler = scheduler  # type: ignore[assignment]
+        emu.engine = emu.engine.model_validate({**emu.engine.model_dump(), "scheduler": scheduler})
     return emu
 
 
@@ -646,7 +653,7 @@ def _target(url: str | None, emu: Any):  # type: ignore[no-untyped-def]
     sut = {
         "emulated": True,
         "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
-        "software": f"infermeter emulator, scheduler {engine.scheduler}, speed x{emu.speed:g}",
+        "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
         "boundary": "Model Engine",
         "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
         "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"

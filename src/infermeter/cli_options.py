@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import orjson
 import typer
 
-from infermeter.engine.config import SCHEDULERS
+from infermeter.engine.registry import SCHEDULERS
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
 from infermeter.workload.build import RATE_PROCESSES
@@ -363,9 +363,9 @@ ApiKeyEnv = Annotated[
     str, typer.Option(help="environment variable holding the API key (never written anywhere)", parser=env_name)
 ]
 EngineScheduler = Annotated[str, typer.Option("--scheduler", help=", ".join(SCHEDULERS), parser=choice(*SCHEDULERS))]
-Bins = Annotated[int, typer.Option(help="K bins for multi_bin_dynamic", parser=integer(1, 1024))]
+Bins = Annotated[int | None, typer.Option(help="K bins of multi_bin_dynamic (default 4)", parser=integer(1, 1024))]
 BinKey = Annotated[
-    str,
+    str | None,
     typer.Option(
         help="bin by 'total' (prompt + predicted output) or 'output' (seeds/004)", parser=choice("total", "output")
     ),

@@ -10,8 +10,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import build_engines
 from infermeter.engine.latency import LatencyModel
 from infermeter.engine.request import EngineRequest
-from infermeter.workload.spec import generate
-from infermeter.workload.standard import SYNTHETIC_SKEWED
+from infermeter.engine.step import emission_times
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,10 @@ class Handle:
 class RealClockEngine:
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config
-        reference = generate(SYNTHETIC_SKEWED, 10_000, config.seed)  # multi-bin boundaries need a length sample
-        core = build_engines(config.engine, 1, reference.input_tokens, reference.output_tokens)[0]
+        latency = config.engine.latency_model()
         if config.speed != 1.0:
-            core.latency = ScaledLatency(core.latency, config.speed)
-        self.core = core
+            latency = ScaledLatency(latency, config.speed)
+        self.core = build_engines(config.engine, 1, latency)[0]
         self._wake = asyncio.Event()
         self._handles: dict[int, Handle] = {}
         self._next = 0
@@ -69,14 +67,15 @@ class RealClockEngine:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def submit(self, prompt_tokens: int, max_tokens: int, cached: int = 0, request_class: str = "") -> Handle | str:
+    def submit(
+        self, prompt_tokens: int, max_tokens: int, cached: int = 0, request_class: str = "", priority: int = 0
+    ) -> Handle | str:
         """Queue a request; returns its handle, or the reason the engine can never serve it."""
         idx = self._next
         self._next += 1
         now = time.perf_counter()
-        req = EngineRequest(
-            idx, now, prompt_tokens, max(max_tokens, 1), max(max_tokens, 1), request_class, cached=cached
-        )
+        out = max(max_tokens, 1)
+        req = EngineRequest(idx, now, prompt_tokens, out, out, request_class, cached=cached, priority=priority)
         reason = self.core.submit(req)
         if reason is not None:
             return reason
@@ -95,9 +94,7 @@ class RealClockEngine:
 
     @property
     def running(self) -> int:
-        if self.core.scheduler.kind == "iteration":
-            return len(self.core.running)
-        return self.core.current.batch_size if self.core.current is not None else 0
+        return len(self.core.running)
 
     async def _run(self) -> None:
         while True:
@@ -110,12 +107,7 @@ class RealClockEngine:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            due = sorted(
-                (step.start + f + k * iv, r.idx)
-                for r, f, iv, c in zip(step.reqs, step.first, step.interval, step.count, strict=True)
-                for k in range(c)
-            )
-            for at, idx in due:
+            for at, idx in emission_times(step):
                 delay = at - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)

@@ -234,6 +234,9 @@ class Emulator:
             raise _bad_request("max_tokens must be an integer") from None
         if max_tokens < 1:
             raise _bad_request("max_tokens must be at least 1")
+        priority = body.get("priority", 0)  # vLLM's request priority: lower is served first
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise _bad_request("priority must be an integer (lower is served first)")
         if len(words) + max_tokens > cfg.max_model_len:
             raise _bad_request(
                 f"prompt ({len(words)}) + max_tokens ({max_tokens}) exceeds max_model_len {cfg.max_model_len}"
@@ -251,7 +254,7 @@ class Emulator:
             self.prefix_hits.inc(cached)
         if cfg.input_filter_ms:
             await asyncio.sleep(cfg.input_filter_ms / 1000)
-        handle = self.engine.submit(len(words), max_tokens, cached)
+        handle = self.engine.submit(len(words), max_tokens, cached, priority=priority)
         if isinstance(handle, str):
             raise _bad_request(handle)
         self.prompt_tokens.inc(len(words) - cached)

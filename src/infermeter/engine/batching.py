@@ -1,35 +1,24 @@
-"""Batch-level schedulers (seeds/004 section 5): a batch runs to completion before the engine takes another.
+"""Batch-level schedulers (multi-bin dynamic batching, section 5): a batch runs to completion before the next.
 
-static_fifo takes up to B=8 from one FIFO; dynamic_no_bins sizes batches by min(b_mem, b_SLA); multi_bin_dynamic
-keeps K FIFOs by predicted output length, each with its own statistics, controller and B_MAX.  Every batch is
-also trimmed so the KV memory it will fill (prompt + output tokens of its members) fits the engine.
+static_fifo takes up to B=8 from one FIFO; dynamic_no_bins sizes batches by min(b_mem, b_SLA).  Every batch is
+trimmed so the KV memory it will fill (prompt + output tokens of its members) fits the engine.  multi_bin.py
+builds the K-queue scheduler on the same base.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
-from typing import Literal, Protocol
+from typing import ClassVar, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from infermeter.engine.memory import blocks_for
 from infermeter.engine.request import EngineRequest
+from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
 from infermeter.engine.sla_controller import LengthStats, SlaController, b_mem
-
-
-class BatchScheduler(Protocol):
-    kind: Literal["batch"]
-    name: str
-
-    def enqueue(self, req: EngineRequest) -> None: ...
-
-    def waiting(self) -> int: ...
-
-    def next_batch(self, free_tokens: int, block_size: int) -> list[EngineRequest]:
-        """The next batch, fitting free_tokens of KV memory allocated in blocks of block_size tokens."""
-        ...
-
-    def observe(self, batch: list[EngineRequest], tbt: float) -> None: ...
+from infermeter.engine.step import EngineState, Step
 
 
 def fit_memory(candidates: list[EngineRequest], free_tokens: int, block_size: int) -> int:
@@ -42,16 +31,74 @@ def fit_memory(candidates: list[EngineRequest], free_tokens: int, block_size: in
     return len(candidates)
 
 
-class StaticFifo:
+class BatchLevel(ABC):
+    """The batch-level family: form a batch, allocate its whole KV up front, time it with T(b, L), release it."""
+
+    name = "batch"
+
+    @abstractmethod
+    def enqueue(self, req: EngineRequest) -> None: ...
+
+    @abstractmethod
+    def waiting(self) -> int: ...
+
+    @abstractmethod
+    def next_batch(self, free_tokens: int, block_size: int) -> list[EngineRequest]:
+        """The next batch, fitting free_tokens of KV memory allocated in blocks of block_size tokens."""
+
+    def observe(self, batch: list[EngineRequest], tbt: float) -> None:
+        """What the served batch says about lengths and decode time (adaptive schedulers learn from it)."""
+
+    def step(self, engine: EngineState, now: float) -> Step | None:
+        memory, latency = engine.memory, engine.latency
+        batch = self.next_batch(memory.free * memory.block_size, memory.block_size)
+        if not batch:
+            return None
+        b = len(batch)
+        prompt_total = sum(r.prompt for r in batch)
+        max_out = max(r.output for r in batch)
+        ttft = latency.ttft(b, prompt_total)
+        tbt = latency.tbt(b, prompt_total + b * max_out / 2)
+        duration = latency.batch_time(b, max(r.total_len for r in batch), prompt_total)
+        duration = max(duration, ttft + (max_out - 1) * tbt)
+        blocks = [blocks_for(r.total_len, memory.block_size) for r in batch]
+        ok = memory.allocate(sum(blocks))
+        assert ok, "batch scheduler formed a batch larger than free KV memory"
+        for r, nb in zip(batch, blocks, strict=True):
+            r.blocks = nb
+            if r.first_scheduled < 0:
+                r.first_scheduled = now
+        engine.running = list(batch)
+        self.observe(batch, tbt)
+        return Step(
+            engine=engine.engine_id,
+            start=now,
+            duration=duration,
+            batch_size=b,
+            reqs=batch,
+            first=[ttft] * b,
+            interval=[tbt] * b,
+            count=[r.output for r in batch],
+            finished=list(batch),
+        )
+
+    def finish(self, engine: EngineState, step: Step) -> list[EngineRequest]:
+        for r in step.finished:
+            r.generated = r.output
+            engine.memory.release(r.blocks)
+            r.blocks = 0
+        engine.running = []
+        return step.finished
+
+
+class StaticFifo(BatchLevel):
     """Baseline: one FIFO, fixed batch size (B=8), no adaptation."""
 
-    kind: Literal["batch"] = "batch"
     name = "static_fifo"
 
     def __init__(self, batch_size: int = 8) -> None:
         self.batch_size = batch_size
         self.queue: deque[EngineRequest] = deque()
-        self.last_target = batch_size
 
     def enqueue(self, req: EngineRequest) -> None:
         self.queue.append(req)
@@ -66,11 +113,8 @@ class StaticFifo:
             self.queue.popleft()
         return take
 
-    def observe(self, batch: list[EngineRequest], tbt: float) -> None:
-        pass
 
-
-class _Lane:
+class Lane:
     """One queue with its statistics and SLA controller (the whole engine, or one bin)."""
 
     def __init__(self, controller: SlaController, b_max: int, b_min: int) -> None:
@@ -107,17 +151,16 @@ class _Lane:
             self.controller.update(tbt, len(batch))
 
 
-class DynamicNoBins:
-    """One FIFO, batch size min(b_mem, b_SLA) (seeds/004 Algorithms 1-2)."""
+class DynamicNoBins(BatchLevel):
+    """One FIFO, batch size min(b_mem, b_SLA) (Algorithms 1-2 of multi-bin dynamic batching)."""
 
-    kind: Literal["batch"] = "batch"
     name = "dynamic_no_bins"
 
     def __init__(
         self, capacity_tokens: int, d_sla: float = 0.010, epsilon: float = 0.005, b_min: int = 1, b_max: int = 128
     ) -> None:
         self.capacity_tokens = capacity_tokens
-        self.lane = _Lane(SlaController(d_sla, epsilon, b_min, b_max), b_max, b_min)
+        self.lane = Lane(SlaController(d_sla, epsilon, b_min, b_max), b_max, b_min)
 
     def enqueue(self, req: EngineRequest) -> None:
         self.lane.queue.append(req)
@@ -132,98 +175,41 @@ class DynamicNoBins:
         self.lane.observe(batch, tbt)
 
 
-def equal_mass_boundaries(predicted: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """Algorithm 3: bin edges at the quantiles 0, 1/K, ..., 1 of the predicted lengths; the last bin is open."""
-    points = np.quantile(np.asarray(predicted, dtype=float), np.linspace(0, 1, k + 1))
-    return [(int(np.floor(points[i])), float(np.floor(points[i + 1])) if i < k - 1 else np.inf) for i in range(k)]
+class BatchLevelConfig(SchedulerConfig):
+    """Settings every batch-level scheduler shares."""
+
+    shares_queue: ClassVar[bool] = True
+    latency: ClassVar[Literal["batch", "iteration"]] = "batch"
 
 
-def bin_index(boundaries: list[tuple[int, float]], predicted: int) -> int:
-    """Algorithm 4: the first bin with min <= predicted < max, else the last."""
-    for i, (lo, hi) in enumerate(boundaries):
-        if lo <= predicted < hi:
-            return i
-    return len(boundaries) - 1
+class StaticFifoConfig(BatchLevelConfig):
+    """static_fifo: one FIFO queue, a fixed batch of B requests run to completion (the baseline)."""
+
+    name: Literal["static_fifo"] = "static_fifo"
+    static_batch: int = Field(default=8, gt=0, description="B, requests per batch")
+
+    def build(self, limits: EngineLimits) -> StaticFifo:
+        return StaticFifo(self.static_batch)
 
 
-class MultiBinDynamic:
-    """K queues by predicted output length, each batched dynamically with its own controller and B_MAX."""
+class DynamicConfig(BatchLevelConfig):
+    """Settings of the SLA controller that sizes dynamic batches (Algorithm 2)."""
 
-    kind: Literal["batch"] = "batch"
-    name = "multi_bin_dynamic"
+    b_min: int = Field(default=1, gt=0)
+    b_max: int = Field(default=128, gt=0)
+    epsilon: float = Field(default=0.005, ge=0, description="tolerance band around the decode SLA, seconds")
 
-    def __init__(
-        self,
-        boundaries: list[tuple[int, float]],
-        bin_b_max: list[int],
-        capacity_tokens: int,
-        d_sla: float = 0.010,
-        epsilon: float = 0.005,
-        b_min: int = 1,
-        selection: Literal["round_robin", "longest_queue"] = "round_robin",
-        key: Literal["output", "total"] = "output",
-    ) -> None:
-        self.key = key
-        self.boundaries = boundaries
-        self.capacity_tokens = capacity_tokens
-        self.lanes = [_Lane(SlaController(d_sla, epsilon, b_min, bm), bm, b_min) for bm in bin_b_max]
-        self.selection = selection
-        self._next = 0
-        self.last_bin = -1
+    @model_validator(mode="after")
+    def _bounds(self) -> DynamicConfig:
+        if self.b_min > self.b_max:
+            raise ValueError(f"b_min ({self.b_min}) must not exceed b_max ({self.b_max})")
+        return self
 
-    def bin_of(self, req: EngineRequest) -> int:
-        return bin_index(self.boundaries, req.predicted + (req.prompt if self.key == "total" else 0))
 
-    @classmethod
-    def for_workload(
-        cls,
-        prompts: np.ndarray,
-        predicted: np.ndarray,
-        k: int,
-        capacity_tokens: int,
-        b_max: int = 128,
-        key: Literal["output", "total"] = "output",
-        **kwargs: object,
-    ) -> MultiBinDynamic:
-        """Boundaries from the workload's predicted lengths (Algorithm 3) and per-bin B_MAX from each bin's mean
-        sequence length (seeds/004 8.2: min(B_MAX, floor(M_avail / (avg_seq_len_k * kv_per_token)))).
+class DynamicNoBinsConfig(DynamicConfig):
+    """dynamic_no_bins: one FIFO, batch size min(b_mem, b_SLA) from memory and the decode SLA."""
 
-        key "output" bins by predicted output length as the seed does; "total" by prompt + predicted output,
-        the length that actually sets a static batch's time T(b, max L)."""
-        values = predicted + prompts if key == "total" else predicted
-        bounds = equal_mass_boundaries(values, k)
-        idx = np.asarray([bin_index(bounds, int(v)) for v in values]) if len(values) else np.zeros(0, int)
-        b_maxes = []
-        for i in range(k):
-            member = idx == i
-            mean_len = float(np.mean(prompts[member] + predicted[member])) if member.any() else 1.0
-            b_maxes.append(max(1, min(b_max, int(capacity_tokens // max(mean_len, 1.0)))))
-        return cls(bounds, b_maxes, capacity_tokens, key=key, **kwargs)  # type: ignore[arg-type]
+    name: Literal["dynamic_no_bins"] = "dynamic_no_bins"
 
-    def enqueue(self, req: EngineRequest) -> None:
-        self.lanes[self.bin_of(req)].queue.append(req)
-
-    def waiting(self) -> int:
-        return sum(len(lane.queue) for lane in self.lanes)
-
-    def _select(self) -> int:
-        if self.selection == "longest_queue":
-            lengths = [len(lane.queue) for lane in self.lanes]
-            best = max(range(len(lengths)), key=lambda i: (lengths[i], -i))
-            return best if lengths[best] else -1
-        k = len(self.lanes)
-        for step in range(k):
-            i = (self._next + step) % k
-            if self.lanes[i].queue:
-                self._next = (i + 1) % k
-                return i
-        return -1
-
-    def next_batch(self, free_tokens: int, block_size: int) -> list[EngineRequest]:
-        self.last_bin = self._select()
-        if self.last_bin < 0:
-            return []
-        return self.lanes[self.last_bin].take(self.capacity_tokens, free_tokens, block_size)
-
-    def observe(self, batch: list[EngineRequest], tbt: float) -> None:
-        self.lanes[self.bin_of(batch[0])].observe(batch, tbt)
+    def build(self, limits: EngineLimits) -> DynamicNoBins:
+        return DynamicNoBins(limits.capacity_tokens, limits.d_sla_token, self.epsilon, self.b_min, self.b_max)

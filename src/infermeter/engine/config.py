@@ -4,33 +4,56 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from infermeter.config_files import load_model
-from infermeter.engine.batching import DynamicNoBins, MultiBinDynamic, StaticFifo
 from infermeter.engine.core import EngineCore
-from infermeter.engine.iteration import ChunkedPrefill, ContinuousBatching
 from infermeter.engine.latency import BatchModel, IterationModel, LatencyModel
 from infermeter.engine.memory import capacity_tokens
+from infermeter.engine.registry import SCHEDULER_CONFIGS, SCHEDULERS, scheduler_config
+from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
 
-SchedulerName = Literal["static_fifo", "dynamic_no_bins", "multi_bin_dynamic", "continuous", "chunked_prefill"]
-SCHEDULERS: tuple[str, ...] = SchedulerName.__args__  # type: ignore[attr-defined]
-BATCH_SCHEDULERS = ("static_fifo", "dynamic_no_bins", "multi_bin_dynamic")
+__all__ = ["SCHEDULERS", "EngineConfig", "build_engines", "load_engine_config"]
 
-# seeds/004 8.1: RTX 4080 12 GB serving Qwen3-1.7B FP16
+# multi-bin dynamic batching's evaluation (section 8.1): RTX 4080 12 GB serving Qwen3-1.7B FP16
 SEED_MEMORY = {"m_max_gb": 12.0, "m_model_gb": 4.0, "kv_gb_per_token": 1.875e-4}
 # H100 80 GB at 90% utilization serving a Llama-3-8B-class model: 16 GB of weights, 128 KiB of KV per token
 H100_MEMORY = {"m_max_gb": 72.0, "m_model_gb": 16.0, "kv_gb_per_token": 128 / 1024**2}
+_ENGINE_KEYS = {
+    "scheduler", "latency", "batch_model", "iteration_model", "m_max_gb", "m_model_gb", "kv_gb_per_token",
+    "kv_capacity_tokens", "block_size", "d_sla_token", "d_sla_request", "prediction_noise",
+}  # fmt: skip
+
+
+def _nest_scheduler_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """Settings of the scheduler written beside `scheduler: NAME` (the flat form) move into the scheduler."""
+    flat = {k: v for k, v in data.items() if k not in _ENGINE_KEYS}
+    if not flat:
+        return data
+    given = data.get("scheduler", "continuous")
+    name = given if isinstance(given, str) else getattr(given, "name", None) or given.get("name")
+    fields = SCHEDULER_CONFIGS[name].model_fields if name in SCHEDULER_CONFIGS else {}
+    for key in flat:
+        if key not in fields:
+            owners = [n for n, c in SCHEDULER_CONFIGS.items() if key in c.model_fields]
+            where = f"a setting of {' and '.join(owners)}, not of {name}" if owners else "not an engine setting"
+            raise ValueError(f"{key} is {where}")
+    nested = dict(given) if isinstance(given, dict) else {"name": name}
+    if isinstance(given, SchedulerConfig):
+        nested = given.model_dump()
+    return {**{k: v for k, v in data.items() if k in _ENGINE_KEYS}, "scheduler": {**nested, **flat}}
 
 
 class EngineConfig(BaseModel):
     """One engine model; defaults follow the scheduler (the seed's GPU for batch schedulers, an H100 otherwise)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    scheduler: SchedulerName = "continuous"
+    scheduler: SerializeAsAny[SchedulerConfig] = Field(
+        default_factory=lambda: scheduler_config("continuous"),
+        description="a scheduler's name, or a mapping with its name and settings",
+    )
     latency: Literal["batch", "iteration"] | None = None
     batch_model: BatchModel = Field(default_factory=BatchModel)
     iteration_model: IterationModel = Field(default_factory=IterationModel)
@@ -39,22 +62,21 @@ class EngineConfig(BaseModel):
     kv_gb_per_token: float | None = Field(default=None, gt=0)
     kv_capacity_tokens: int | None = Field(default=None, gt=0, description="overrides the memory arithmetic")
     block_size: int = Field(default=16, gt=0)
-    # batch schedulers (seeds/004)
-    static_batch: int = Field(default=8, gt=0)
-    b_min: int = Field(default=1, gt=0)
-    b_max: int = Field(default=128, gt=0)
-    bins: int = Field(default=4, gt=0, le=1024)
-    bin_selection: Literal["round_robin", "longest_queue"] = "round_robin"
-    bin_key: Literal["output", "total"] = "total"  # the seed bins by "output"; see README
+    # the SLA the engine is held to: dynamic batch sizing aims at d_sla_token, and the simulator counts violations
     d_sla_token: float = Field(default=0.010, gt=0, description="seconds per decoded token")
     d_sla_request: float = Field(default=20.0, gt=0, description="seconds per request")
-    epsilon: float = Field(default=0.005, ge=0)
-    # iteration schedulers
-    max_num_seqs: int = Field(default=256, gt=0)
-    max_batched_tokens: int = Field(default=8192, gt=0)
-    token_budget: int = Field(default=512, gt=0)
     # output-length prediction: oracle, or oracle x lognormal(0, spread)
     prediction_noise: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested(cls, data: Any) -> Any:
+        return _nest_scheduler_settings(data) if isinstance(data, dict) else data
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler(cls, value: Any) -> SchedulerConfig:
+        return scheduler_config(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> EngineConfig:
@@ -76,8 +98,6 @@ class EngineConfig(BaseModel):
                 )
         if (b.name, it.name) != ("batch", "iteration"):
             raise ValueError("batch_model.name and iteration_model.name name the model: leave them out")
-        if self.b_min > self.b_max:
-            raise ValueError(f"b_min ({self.b_min}) must not exceed b_max ({self.b_max})")
         try:
             room = self.capacity()
         except OverflowError:
@@ -88,12 +108,8 @@ class EngineConfig(BaseModel):
             )
         return self
 
-    @property
-    def is_batch(self) -> bool:
-        return self.scheduler in BATCH_SCHEDULERS
-
     def latency_model(self) -> LatencyModel:
-        kind = self.latency or ("batch" if self.is_batch else "iteration")
+        kind = self.latency or self.scheduler.latency
         return self.batch_model if kind == "batch" else self.iteration_model
 
     def capacity(self) -> int:
@@ -116,42 +132,12 @@ def load_engine_config(path: Path) -> EngineConfig:
     return load_model(EngineConfig, path, "engine config")
 
 
-def predict_lengths(output: np.ndarray, noise: float, seed: int) -> np.ndarray:
-    """Oracle output lengths, optionally with multiplicative log-normal noise (spread = sigma in log space)."""
-    if noise <= 0:
-        return output.astype(np.int64)
-    rng = np.random.default_rng([seed, 0x9E3])
-    return np.maximum(1, np.rint(output * rng.lognormal(0.0, noise, len(output)))).astype(np.int64)
-
-
-def build_engines(config: EngineConfig, n: int, prompts: np.ndarray, predicted: np.ndarray) -> list[EngineCore]:
-    """n engines; batch schedulers share one queue (the seed's GPU pool), iteration ones get one each."""
-    latency = config.latency_model()
+def build_engines(config: EngineConfig, n: int, latency: LatencyModel | None = None) -> list[EngineCore]:
+    """n engines; schedulers that share a queue (batch-level) share one scheduler, the others get one each."""
+    model = latency or config.latency_model()
     cap = config.capacity()
-
-    def scheduler():  # type: ignore[no-untyped-def]
-        if config.scheduler == "static_fifo":
-            return StaticFifo(config.static_batch)
-        if config.scheduler == "dynamic_no_bins":
-            return DynamicNoBins(cap, config.d_sla_token, config.epsilon, config.b_min, config.b_max)
-        if config.scheduler == "multi_bin_dynamic":
-            return MultiBinDynamic.for_workload(
-                prompts,
-                predicted,
-                config.bins,
-                cap,
-                config.b_max,
-                d_sla=config.d_sla_token,
-                epsilon=config.epsilon,
-                b_min=config.b_min,
-                selection=config.bin_selection,
-                key=config.bin_key,
-            )
-        if config.scheduler == "continuous":
-            return ContinuousBatching(config.max_num_seqs, config.max_batched_tokens)
-        return ChunkedPrefill(config.max_num_seqs, config.token_budget)
-
-    if config.is_batch:
-        shared = scheduler()
-        return [EngineCore(shared, latency, cap, config.block_size, i) for i in range(n)]
-    return [EngineCore(scheduler(), latency, cap, config.block_size, i) for i in range(n)]
+    limits = EngineLimits(cap, config.d_sla_token)
+    if config.scheduler.shares_queue:
+        shared = config.scheduler.build(limits)
+        return [EngineCore(shared, model, cap, config.block_size, i) for i in range(n)]
+    return [EngineCore(config.scheduler.build(limits), model, cap, config.block_size, i) for i in range(n)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(slots=True, eq=False)
 class EngineRequest:
@@ -22,6 +24,7 @@ class EngineRequest:
     preemptions: int = 0
     admitted: int = -1  # admission order, for preemption victims (latest admitted goes first)
     cached: int = 0  # leading prompt tokens found in a prefix cache: held in KV, never prefilled
+    priority: int = 0  # lower is served first by schedulers that order by priority (vLLM's convention)
 
     def __post_init__(self) -> None:
         self.prefill_target = self.prompt - self.cached
@@ -33,3 +36,11 @@ class EngineRequest:
     @property
     def prefilling(self) -> bool:
         return self.prefilled < self.prefill_target
+
+
+def predict_lengths(output: np.ndarray, noise: float, seed: int) -> np.ndarray:
+    """Oracle output lengths, optionally with multiplicative log-normal noise (spread = sigma in log space)."""
+    if noise <= 0:
+        return output.astype(np.int64)
+    rng = np.random.default_rng([seed, 0x9E3])
+    return np.maximum(1, np.rint(output * rng.lognormal(0.0, noise, len(output)))).astype(np.int64)

@@ -16,7 +16,11 @@ from typing import Any
 import numpy as np
 
 from infermeter import resumable
+from infermeter.engine.batching import DynamicNoBinsConfig
 from infermeter.engine.config import EngineConfig
+from infermeter.engine.multi_bin import MultiBinConfig, workload_bins
+from infermeter.engine.registry import scheduler_config
+from infermeter.engine.request import predict_lengths
 from infermeter.errors import UserError
 from infermeter.sim.run import sim_block
 from infermeter.sim.simulator import SimOutcome, simulate
@@ -138,14 +142,36 @@ def run_experiments(
                 if on_done:
                     on_done(exp, True)
                 continue
-            config = base.model_copy(update={"scheduler": exp.method, "bins": exp.bins})
+            requests = workload(exp.requests)
+            config = method_config(base, exp, requests, seed)
             t0 = time.perf_counter()
-            out = simulate(workload(exp.requests), config, exp.gpus, seed)
+            out = simulate(requests, config, exp.gpus, seed)
             writer.writerow(experiment_row(exp, out, time.perf_counter() - t0))
             fh.flush()  # one complete line per experiment, so a kill loses at most the one running
             if on_done:
                 on_done(exp, False)
     return read_rows(csv_path)
+
+
+def method_config(base: EngineConfig, exp: Experiment, requests: Requests, seed: int) -> EngineConfig:
+    """The engine of one experiment: `base` (a multi-bin config) set up for the experiment's method.
+
+    Multi-bin's bin edges and per-bin B_MAX come from the workload's predicted lengths, as the method's own study
+    computes them offline; dynamic_no_bins shares the base's controller settings.
+    """
+    mb = base.scheduler
+    assert isinstance(mb, MultiBinConfig), "a sweep's base engine runs multi_bin_dynamic"
+    if exp.method == "multi_bin_dynamic":
+        prompts = requests.input_tokens.astype(np.int64)
+        outputs = np.maximum(requests.output_tokens.astype(np.int64), 1)
+        predicted = predict_lengths(outputs, base.prediction_noise, seed)
+        k_bins = mb.model_copy(update={"bins": exp.bins, "edges": None, "bin_b_max": None})
+        scheduler = workload_bins(k_bins, prompts, predicted, base.capacity())
+    elif exp.method == "dynamic_no_bins":
+        scheduler = DynamicNoBinsConfig(b_min=mb.b_min, b_max=mb.b_max, epsilon=mb.epsilon)
+    else:
+        scheduler = scheduler_config(exp.method)
+    return base.model_copy(update={"scheduler": scheduler})
 
 
 def step1_grid(requests: Iterable[int], gpus: Iterable[int], bins: Iterable[int]) -> list[Experiment]:

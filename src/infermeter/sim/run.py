@@ -72,7 +72,7 @@ def sim_block(out: SimOutcome) -> dict[str, Any]:
     token_viol = np.sum(tpot[ok] > cfg.d_sla_token) / max(int(np.sum(ok & (n_tok >= 2))), 1)
     request_viol = (np.sum(e2e[ok] > cfg.d_sla_request) + (n - int(ok.sum()))) / max(n, 1)
     return {
-        "scheduler": cfg.scheduler,
+        "scheduler": cfg.scheduler.name,
         "engines": out.engines,
         "latency_model": cfg.latency_model().name,
         "kv_capacity_tokens": cfg.capacity(),
@@ -130,7 +130,7 @@ def write_sim_run(
     info = RunInfo(
         kind="simulated",
         sut={
-            "model": f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler}",
+            "model": f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}",
             "hardware": f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
             "software": f"infermeter {__version__} discrete-event simulator",
             "boundary": "Model Engine",

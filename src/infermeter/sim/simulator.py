@@ -15,9 +15,10 @@ from typing import Literal
 
 import numpy as np
 
-from infermeter.engine.config import EngineConfig, build_engines, predict_lengths
-from infermeter.engine.core import EngineCore, Step
-from infermeter.engine.request import EngineRequest
+from infermeter.engine.config import EngineConfig, build_engines
+from infermeter.engine.core import EngineCore
+from infermeter.engine.request import EngineRequest, predict_lengths
+from infermeter.engine.step import Step, emission_runs
 from infermeter.sim.tokens import Emissions, TokenLog
 from infermeter.workload.spec import Requests
 
@@ -64,14 +65,14 @@ def simulate(
     prompts = requests.input_tokens.astype(np.int64)
     outputs = np.maximum(requests.output_tokens.astype(np.int64), 1)
     predicted = predict_lengths(outputs, config.prediction_noise, seed)
-    pool = build_engines(config, engines, prompts, predicted)
+    pool = build_engines(config, engines)
     log = TokenLog()
     first_scheduled = np.full(n, np.nan)
     preemptions = np.zeros(n, dtype=np.int64)
     rejected: dict[int, str] = {}
     heap: list[tuple[float, int, int]] = []  # (time, engine index, tie-breaker)
     live = np.zeros(engines, dtype=np.int64)  # requests inside each engine (queued or running)
-    shared = config.is_batch
+    shared = config.scheduler.shares_queue
     steps = 0
     batch_sum = 0
     rr = 0
@@ -89,11 +90,7 @@ def simulate(
         heapq.heappush(heap, (step.end, engine.engine_id, steps))
 
     def record(step: Step) -> None:
-        if step.plan is None:
-            for r, f, iv, c in zip(step.reqs, step.first, step.interval, step.count, strict=True):
-                log.add_run(r.idx, step.start + f, iv, c)
-        else:
-            log.add_tokens([r.idx for r in step.reqs], step.end)
+        log.add_runs(*emission_runs(step))
 
     i = 0
     while i < n or heap:

@@ -22,19 +22,12 @@ class TokenLog:
         self.interval = array("d")
         self.count = array("l")
 
-    def add_run(self, owner: int, first: float, interval: float, count: int) -> None:
-        self.owner.append(owner)
-        self.first.append(first)
-        self.interval.append(interval)
-        self.count.append(count)
-
-    def add_tokens(self, owners: list[int], at: float) -> None:
-        """One token each for several requests at the same time (an iteration step's end)."""
-        k = len(owners)
+    def add_runs(self, owners: list[int], first: list[float], interval: list[float], count: list[int]) -> None:
+        """Several runs at once (a step's emissions)."""
         self.owner.extend(owners)
-        self.first.extend([at] * k)
-        self.interval.extend([0.0] * k)
-        self.count.extend([1] * k)
+        self.first.extend(first)
+        self.interval.extend(interval)
+        self.count.extend(count)
 
     def rows(self, n_requests: int) -> Emissions:
         owner = np.frombuffer(self.owner, dtype=np.int64) if len(self.owner) else np.zeros(0, np.int64)
