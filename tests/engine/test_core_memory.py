@@ -22,12 +22,7 @@ def drive(core: EngineCore, requests: list[EngineRequest]) -> dict[int, list[flo
     while core.has_work():
         step = core.next_step(now)
         assert step is not None, "work left but the scheduler planned nothing (deadlock)"
-        held = (
-            sum(r.blocks for r in core.running)
-            if core.scheduler.kind == "iteration"
-            else sum(r.blocks for r in step.reqs)
-        )
-        assert core.memory.used == held
+        assert core.memory.used == sum(r.blocks for r in core.running)
         assert 0 <= core.memory.used <= core.memory.total
         for r, f, iv, c in zip(step.reqs, step.first, step.interval, step.count, strict=True):
             tokens[r.idx] += [now + f + k * iv for k in range(c)]

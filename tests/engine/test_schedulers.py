@@ -1,10 +1,12 @@
 import numpy as np
 import pytest
 
-from infermeter.engine.batching import MultiBinDynamic, StaticFifo, bin_index, equal_mass_boundaries
+from infermeter.engine.batching import StaticFifo
 from infermeter.engine.core import EngineCore
 from infermeter.engine.latency import BatchModel
+from infermeter.engine.multi_bin import MultiBinConfig, MultiBinDynamic, bin_index, equal_mass_edges
 from infermeter.engine.request import EngineRequest
+from infermeter.engine.scheduler import EngineLimits
 from infermeter.engine.sla_controller import SlaController, b_mem
 
 
@@ -14,10 +16,11 @@ def req(i, out, prompt=0):
 
 def test_equal_mass_boundaries_algorithm_3():
     lengths = np.arange(1, 101)
-    b = equal_mass_boundaries(lengths, 4)
-    # quantiles at 0, .25, .5, .75, 1 of 1..100 are 1, 25.75, 50.5, 75.25, 100 -> floors, last bin open
-    assert b == [(1, 25.0), (25, 50.0), (50, 75.0), (75, np.inf)]
-    assert [bin_index(b, x) for x in (1, 24, 25, 49, 50, 99, 10_000)] == [0, 0, 1, 1, 2, 3, 3]
+    edges = equal_mass_edges(lengths, 4)
+    # quantiles at 0, .25, .5, .75 of 1..100 are 1, 25.75, 50.5, 75.25 -> floors are the lower edges, last bin open
+    assert edges == [1, 25, 50, 75]
+    assert [bin_index(edges, x) for x in (1, 24, 25, 49, 50, 99, 10_000)] == [0, 0, 1, 1, 2, 3, 3]
+    assert bin_index(edges, 0) == 0  # below every edge seen: the shortest bin, not the longest
 
 
 def test_b_mem_algorithm_1():
@@ -54,8 +57,8 @@ def test_seed_toy_example_throughput_ratio(alpha):
     """seeds/004 5.5: FIFO batch [1, 100, 2, 3] vs bin 0's batch [1, 2, 3, 5]."""
     model = BatchModel(alpha=alpha)
     fifo = _run_one_batch(StaticFifo(4), [req(i, o) for i, o in enumerate([1, 100, 2, 3])], model)
-    bounds = [(0, 64.0), (64, np.inf)]
-    mb = MultiBinDynamic(bounds, [8, 8], capacity_tokens=10**6)  # target 6: the whole bin of 4
+    two_bins = MultiBinConfig(bins=2, edges=[0, 64], bin_b_max=[8, 8], bin_key="output")
+    mb = MultiBinDynamic(two_bins, EngineLimits(10**6, 0.010))  # target 6: the whole bin of 4
     binned = _run_one_batch(mb, [req(i, o) for i, o in enumerate([1, 2, 3, 5, 100, 150, 200])], model)
     assert [r.output for r in binned.reqs] == [1, 2, 3, 5]
     assert fifo.duration == pytest.approx(model.batch_time(4, 100, 0))

@@ -27,7 +27,7 @@ def requests(prompts, outputs, arrivals=None):
 
 @pytest.mark.parametrize("scheduler", ["static_fifo", "dynamic_no_bins", "multi_bin_dynamic"])
 def test_single_request_on_idle_engine_gets_alpha_then_beta(scheduler):
-    out = simulate(requests([100], [6], [2.0]), EngineConfig(scheduler=scheduler, bins=1))
+    out = simulate(requests([100], [6], [2.0]), EngineConfig(scheduler={"name": scheduler}))
     times = out.emissions.token_times().values
     m = BatchModel()
     # TTFT = alpha exactly, TBT = beta * h(1) = beta exactly
@@ -61,8 +61,8 @@ def test_multi_bin_beats_static_and_dynamic_at_saturation():
     """synthetic-skewed at 20 req/s saturates static_fifo (capacity ~0.7 req/s) on one engine."""
     r = _skewed()
     thr = {
-        name: _throughput(simulate(r, EngineConfig(scheduler=name, bins=k)))
-        for name, k in [("static_fifo", 1), ("dynamic_no_bins", 1), ("multi_bin_dynamic", 4)]
+        name: _throughput(simulate(r, EngineConfig(scheduler=name)))
+        for name in ("static_fifo", "dynamic_no_bins", "multi_bin_dynamic")
     }
     thr["multi_bin_k8"] = _throughput(simulate(r, EngineConfig(scheduler="multi_bin_dynamic", bins=8)))
     assert thr["static_fifo"] < 1.0
