@@ -46,7 +46,7 @@ class BatchLevel(ABC):
     def next_batch(self, free_tokens: int, block_size: int) -> list[EngineRequest]:
         """The next batch, fitting free_tokens of KV memory allocated in blocks of block_size tokens."""
 
-    def observe(self, batch: list[EngineRequest], tbt: float) -> None:
+    def observe(self, batch: list[EngineRequest], tbt: float) -> None:  # noqa: B027 - most schedulers learn nothing
         """What the served batch says about lengths and decode time (adaptive schedulers learn from it)."""
 
     def step(self, engine: EngineState, now: float) -> Step | None:

@@ -44,6 +44,14 @@ class IterationLevel(ABC):
         """A preempted request rejoins the queue; first in line, so it resumes before newer work."""
         self.queue.appendleft(req)
 
+    def head(self) -> EngineRequest:
+        """The request to admit next (the queue is not empty)."""
+        return self.queue[0]
+
+    def pop_head(self) -> None:
+        """`head()` was admitted: take it off the queue."""
+        self.queue.popleft()
+
     # ----- memory operations
 
     def admit(self, engine: EngineState, req: EngineRequest, first_chunk: int) -> bool:
@@ -155,14 +163,14 @@ class ContinuousBatching(IterationLevel):
     def plan(self, engine: EngineState) -> StepPlan:
         plan = StepPlan()
         budget = self.max_batched_tokens
-        while self.queue and len(engine.running) < self.max_num_seqs:
-            req = self.queue[0]
+        while self.waiting() and len(engine.running) < self.max_num_seqs:
+            req = self.head()
             need = req.prefill_target
             if plan.prefill and need > budget:
                 break
             if not self.admit(engine, req, need):
                 break
-            self.queue.popleft()
+            self.pop_head()
             plan.prefill.append((req, need))
             budget -= need
         if plan.prefill:
@@ -191,12 +199,12 @@ class ChunkedPrefill(IterationLevel):
                 if self.grow(engine, req, chunk):
                     plan.prefill.append((req, chunk))
                     budget -= chunk
-        while budget > 0 and self.queue and len(engine.running) < self.max_num_seqs:
-            req = self.queue[0]
+        while budget > 0 and self.waiting() and len(engine.running) < self.max_num_seqs:
+            req = self.head()
             chunk = min(req.prefill_target, budget)
             if not self.admit(engine, req, chunk):
                 break
-            self.queue.popleft()
+            self.pop_head()
             plan.prefill.append((req, chunk))
             budget -= chunk
         return plan

@@ -52,12 +52,9 @@ class MultiBinDynamic(BatchLevel):
     def __init__(self, config: MultiBinConfig, limits: EngineLimits) -> None:
         self.config = config
         self.capacity_tokens = limits.capacity_tokens
-        k = config.bins
-        self.lanes = [
-            Lane(SlaController(limits.d_sla_token, config.epsilon, config.b_min, config.b_max), config.b_max, config.b_min)
-            for _ in range(k)
-        ]
-        self.edges: list[int] = list(config.edges) if config.edges is not None else [0] * k
+        b_min, b_max, sla = config.b_min, config.b_max, limits.d_sla_token
+        self.lanes = [Lane(SlaController(sla, config.epsilon, b_min, b_max), b_max, b_min) for _ in range(config.bins)]
+        self.edges: list[int] = list(config.edges) if config.edges is not None else [0] * config.bins
         self._keys: list[int] = []  # the sample bins are learned from
         self._lengths: list[int] = []
         self._next = 0
