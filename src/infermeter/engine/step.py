@@ -56,9 +56,7 @@ def emission_times(step: Step) -> list[tuple[float, int]]:
     """Every token of the step as (time, request index), in time order."""
     owners, first, interval, count = emission_runs(step)
     return sorted(
-        (f + k * iv, idx)
-        for idx, f, iv, c in zip(owners, first, interval, count, strict=True)
-        for k in range(c)
+        (f + k * iv, idx) for idx, f, iv, c in zip(owners, first, interval, count, strict=True) for k in range(c)
     )
 
 
