@@ -7,6 +7,7 @@ from typing import Any
 from infermeter.engine.batching import DynamicNoBinsConfig, StaticFifoConfig
 from infermeter.engine.iteration import ChunkedPrefillConfig, ContinuousConfig
 from infermeter.engine.multi_bin import MultiBinConfig
+from infermeter.engine.priority import PriorityConfig
 from infermeter.engine.scheduler import SchedulerConfig
 
 SCHEDULER_CONFIGS: dict[str, type[SchedulerConfig]] = {
@@ -17,6 +18,7 @@ SCHEDULER_CONFIGS: dict[str, type[SchedulerConfig]] = {
         MultiBinConfig,
         ContinuousConfig,
         ChunkedPrefillConfig,
+        PriorityConfig,
     )
 }
 SCHEDULERS: tuple[str, ...] = tuple(SCHEDULER_CONFIGS)
