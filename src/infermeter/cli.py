@@ -242,7 +242,8 @@ def sim(
     latency: Annotated[
         str | None,
         typer.Option(
-            help="batch (seed T(b,L)) or iteration; default per scheduler", parser=opt.choice("batch", "iteration")
+            help="batch (T(b, L) of multi-bin dynamic batching) or iteration; default per scheduler",
+            parser=opt.choice("batch", "iteration"),
         ),
     ] = None,
     kv_tokens: Annotated[
@@ -728,7 +729,7 @@ def profile_prefill_cmd(
     emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
-    from infermeter.client.openai import ClientConfig
+    from infermeter.client.openai_sse import ClientConfig
     from infermeter.load.run import discover_model
     from infermeter.suites.prefill import profile_prefill
 

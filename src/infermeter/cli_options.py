@@ -367,15 +367,20 @@ Bins = Annotated[int | None, typer.Option(help="K bins of multi_bin_dynamic (def
 BinKey = Annotated[
     str | None,
     typer.Option(
-        help="bin by 'total' (prompt + predicted output) or 'output' (seeds/004)", parser=choice("total", "output")
+        help="bin by 'total' (prompt + predicted output) or 'output' (as multi-bin dynamic batching does)",
+        parser=choice("total", "output"),
     ),
 ]
 SlaTokenMs = Annotated[
-    float, typer.Option(help="per-token decode SLA, ms (seeds/004 D_SLA_TOKEN)", parser=number(0, 1e6, lo_open=True))
+    float,
+    typer.Option(
+        help="per-token decode SLA, ms (D_SLA_TOKEN of multi-bin dynamic batching)", parser=number(0, 1e6, lo_open=True)
+    ),
 ]
 SlaRequestS = Annotated[
     float,
     typer.Option(
-        help="per-request latency SLA, s (seeds/004 D_SLA_REQUEST)", parser=number(0, MAX_SECONDS, lo_open=True)
+        help="per-request latency SLA, s (D_SLA_REQUEST of multi-bin dynamic batching)",
+        parser=number(0, MAX_SECONDS, lo_open=True),
     ),
 ]

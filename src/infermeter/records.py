@@ -422,7 +422,6 @@ class RunClock:
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
-        self.wall0 = time.time()
 
     def now(self) -> float:
         return time.perf_counter() - self.t0

@@ -127,7 +127,7 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
     assert cols.n == 500 and (cols.output_tokens == r.output_tokens).all()
     p = infermeter("report", run)
     assert p.returncode == 0, p.stderr
-    assert "Table 1: TTFT Results" in p.stdout and "Simulated engine (seeds/004 metrics)" in p.stdout
+    assert "Table 1: TTFT Results" in p.stdout and "Simulated engine (utilization, batches, queueing, SLA)" in p.stdout
     j = report_json(run)
     assert j["itl_ms"]["p99"] == pytest.approx(summary["itl_ms"]["p99"]) and "sim" in j
 
@@ -151,7 +151,8 @@ def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path)
         run = tmp_path / name
         p = infermeter("sim", "--scheduler", name, "--requests", "1500", "--rate", "20", "--seed", "1", "--out", run)
         assert p.returncode == 0, p.stderr
-        assert "Simulated engine (seeds/004 metrics)" in p.stdout and f"run directory: {run}" in p.stdout
+        assert "Simulated engine (utilization, batches, queueing, SLA)" in p.stdout
+        assert f"run directory: {run}" in p.stdout
         runs.append(run)
     p = infermeter("report", *runs)
     assert p.returncode == 0, p.stderr

@@ -5,7 +5,7 @@ import asyncio
 import orjson
 import pytest
 
-from infermeter.client.openai import ClientConfig
+from infermeter.client.openai_sse import ClientConfig
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError

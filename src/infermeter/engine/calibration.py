@@ -59,7 +59,7 @@ def fit_grid_file(path: Path) -> Fit:
         raise UserError(f"{path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
     missing = [c for c in GRID_COLUMNS if c not in table.column_names]
     if missing:
-        raise UserError(f"{path} lacks column(s) {', '.join(missing)} (the seed's grid format)")
+        raise UserError(f"{path} lacks column(s) {', '.join(missing)}: a latency grid has {', '.join(GRID_COLUMNS)}")
     cols = []
     for c in GRID_COLUMNS:
         try:

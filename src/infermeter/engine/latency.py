@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-MS = 1e-3
+from infermeter.units import S_PER_MS
 
 
 class LatencyModel(Protocol):
@@ -40,8 +40,8 @@ class BatchModel:
     step that starts prefills costs alpha and a step decoding d sequences costs beta * h(d).
     """
 
-    alpha: float = 59.653 * MS
-    beta: float = 5.742 * MS
+    alpha: float = 59.653 * S_PER_MS
+    beta: float = 5.742 * S_PER_MS
     gamma: float = 0.316
     name: str = "batch"
 
@@ -77,10 +77,10 @@ class IterationModel:
       x K and V x 2 bytes) at ~3.3 TB/s, so 100k cached tokens add ~4 ms to a step.
     """
 
-    fixed: float = 6.0 * MS
-    per_prefill_token: float = 0.045 * MS
-    per_decode_seq: float = 0.03 * MS
-    per_context_token: float = 4e-5 * MS
+    fixed: float = 6.0 * S_PER_MS
+    per_prefill_token: float = 0.045 * S_PER_MS
+    per_decode_seq: float = 0.03 * S_PER_MS
+    per_context_token: float = 4e-5 * S_PER_MS
     name: str = "iteration"
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
@@ -104,6 +104,3 @@ class IterationModel:
         decode = steps * (self.fixed + self.per_decode_seq * b + self.per_context_token * prompt_tokens)
         decode += self.per_context_token * b * steps * (steps + 1) / 2
         return self.ttft(b, prompt_tokens) + decode
-
-
-LATENCY_MODELS: dict[str, type] = {"batch": BatchModel, "iteration": IterationModel}

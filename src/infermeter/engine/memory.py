@@ -34,9 +34,6 @@ class KVMemory:
     def free(self) -> int:
         return self.total - self.used
 
-    def can_allocate(self, blocks: int) -> bool:
-        return blocks <= self.total - self.used
-
     def allocate(self, blocks: int) -> bool:
         if blocks > self.total - self.used:
             return False

@@ -56,7 +56,6 @@ class SlaController:
         self.b_high = float(self.b_max)
         self.tau_avg = 0.0
         self.b_avg = float(self.b_max)
-        self.updates = 0
 
     def target(self) -> int:
         if self.tau_avg > self.d_sla + self.epsilon:  # too slow: shrink to the left
@@ -73,4 +72,3 @@ class SlaController:
     def update(self, recent_tbt: float, recent_batch: int) -> None:
         self.tau_avg = EMA * recent_tbt + (1 - EMA) * self.tau_avg
         self.b_avg = EMA * recent_batch + (1 - EMA) * self.b_avg
-        self.updates += 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infermeter.client.openai import OpenAIClient, PreparedRequest
+from infermeter.client.openai_sse import OpenAIClient, PreparedRequest
 from infermeter.records import RequestRecord
 
 

@@ -15,7 +15,7 @@ import aiohttp
 import numpy as np
 import orjson
 
-from infermeter.client.openai import Api, ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.openai_sse import Api, ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
@@ -538,7 +538,7 @@ async def verify_prompts(
     client: OpenAIClient, prompter: ExactPrompter, sample: list[PreparedRequest]
 ) -> dict[str, Any]:
     """Count a sample of the run's prompts with the server's own tokenizer, when it offers an endpoint."""
-    from infermeter.client.tokenize import ServerTokenizer
+    from infermeter.client.server_tokenizer import ServerTokenizer
 
     server = ServerTokenizer(client.config.base_url, client.config.model, client.headers)
     checked, mismatches, examples = 0, 0, []

@@ -14,8 +14,6 @@ as met (float floors at exact multiples).
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,9 @@ import numpy as np
 
 from infermeter.errors import UserError
 from infermeter.metrics.columns import Ragged
-from infermeter.metrics.goodput import UNITS
 from infermeter.metrics.prefill_curve import PrefillCurve
 from infermeter.metrics.statistics import stats
+from infermeter.units import parse_duration
 
 EPS = 1e-9  # seconds: below any clock's resolution, above float error of sums of gaps
 
@@ -217,11 +215,10 @@ def parse_deadlines(text: str) -> Deadlines:
         raise UserError("deadlines need tbt=..., e.g. --deadlines ttft=300ms,tbt=25ms")
 
     def seconds(key: str, zero_ok: bool = False) -> float:
-        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(ms|s|us)?", fields[key])
-        if not m:
+        value = parse_duration(fields[key])
+        if value is None:
             raise UserError(f"deadline {key}={fields[key]} is not a duration like 25ms or 0.3s")
-        value = float(m.group(1)) * UNITS[m.group(2) or "ms"]
-        if not math.isfinite(value) or (value == 0 and not zero_ok):
+        if value == 0 and not zero_ok:
             raise UserError(f"deadline {key}={fields[key]} must be a positive, finite duration like 25ms or 0.3s")
         return value
 

@@ -13,10 +13,10 @@ import re
 import numpy as np
 
 from infermeter.errors import UserError
+from infermeter.units import DURATION, duration_s
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
-UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
-_SLO_ITEM = re.compile(r"^\s*(\w+)\s*[=:<]\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
+_SLO_ITEM = re.compile(rf"^\s*(\w+)\s*[=:<]\s*{DURATION}\s*$")
 
 
 def parse_slo(text: str) -> dict[str, float]:
@@ -26,12 +26,12 @@ def parse_slo(text: str) -> dict[str, float]:
         m = _SLO_ITEM.match(item)
         if not m:
             raise UserError(f"SLO item '{item}' is not of the form metric=value[ms|s|us], e.g. ttft=200ms")
-        name, value, unit = m.group(1).lower(), float(m.group(2)), m.group(3) or "ms"
+        name, value = m.group(1).lower(), duration_s(m.group(2), m.group(3))
         if name not in SLO_METRICS:
             raise UserError(f"SLO metric '{name}' is unknown: use {', '.join(SLO_METRICS)}")
         if not 0 < value < math.inf:
             raise UserError(f"SLO bound {item} must be a positive, finite duration, e.g. {name}=200ms")
-        out[name] = value * UNITS[unit]
+        out[name] = value
     if not out:
         raise UserError("the SLO is empty: give bounds such as ttft=200ms,tpot=50ms")
     return out

@@ -15,8 +15,7 @@ from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
 from infermeter.metrics.statistics import stats
 from infermeter.metrics.throughput import measurement_window, throughput
 from infermeter.records import STATUSES, failure_reason
-
-MS = 1000.0
+from infermeter.units import MS_PER_S
 
 
 def summarize(
@@ -51,11 +50,11 @@ def summarize(
             "errors": _top_errors(cols),
         },
         "duration_s": window,
-        "ttft_ms": stats(ttft, MS),
-        "itl_ms": stats(itl.values, MS),
-        "tpot_ms": stats(tpot, MS),
-        "e2e_ms": stats(e2e, MS),
-        "normalized_latency_ms": stats(norm, MS),
+        "ttft_ms": stats(ttft, MS_PER_S),
+        "itl_ms": stats(itl.values, MS_PER_S),
+        "tpot_ms": stats(tpot, MS_PER_S),
+        "e2e_ms": stats(e2e, MS_PER_S),
+        "normalized_latency_ms": stats(norm, MS_PER_S),
         "throughput": throughput(cols, window),
         "goodput": _goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
         "fluidity": None
@@ -64,8 +63,8 @@ def summarize(
             latency.token_times(cols, itl_option), cols.submitted_at, cols.input_tokens, ok, deadlines, tpot, itl.values
         ),
         "itl_option": itl_option,
-        "jitter_ms": stats(latency.jitter(itl), MS),
-        "max_pause_ms": stats(max_pause, MS),
+        "jitter_ms": stats(latency.jitter(itl), MS_PER_S),
+        "max_pause_ms": stats(max_pause, MS_PER_S),
         "ttft_by_input_tokens": _ttft_by_bucket(cols, ttft),
         "chunking": _chunking(cols),
         "fairness": _fairness(cols, ttft, tpot, norm),
@@ -95,7 +94,7 @@ def _goodput(
     max_pause: np.ndarray,
     e2e: np.ndarray,
 ) -> dict[str, Any]:
-    slo_ms = {k: v * MS for k, v in slo.items()}
+    slo_ms = {k: v * MS_PER_S for k, v in slo.items()}
     if not slo:
         return {"slo": {}, "req_s": None, "fraction": None, "met": None}
     good = meets_slo(cols.ok, {"ttft": ttft, "tpot": tpot, "itl": max_pause, "e2e": e2e}, slo)
@@ -112,7 +111,7 @@ def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[dict[str, Any
     idx = latency.input_bucket_index(cols.input_tokens)
     rows = []
     for k, (lo, hi) in enumerate(INPUT_BUCKETS):
-        s = stats(ttft[idx == k], MS)
+        s = stats(ttft[idx == k], MS_PER_S)
         if s["n"]:
             rows.append(
                 {"bucket": bucket_label(lo, hi), "n": s["n"], "p50": s["p50"], "p95": s["p95"], "p99": s["p99"]}
@@ -140,7 +139,7 @@ def _fairness(cols: RecordColumns, ttft: np.ndarray, tpot: np.ndarray, norm: np.
     classes: dict[str, Any] = {}
     for name in sorted(set(cols.request_class.tolist())):
         member = cols.request_class == name
-        t, p = stats(ttft[member], MS), stats(tpot[member], MS)
+        t, p = stats(ttft[member], MS_PER_S), stats(tpot[member], MS_PER_S)
         classes[name] = {
             "count": int(member.sum()),
             "ok": int((member & cols.ok).sum()),

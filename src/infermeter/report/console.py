@@ -196,7 +196,7 @@ def sim_table(summary: dict[str, Any]) -> str:
         ["Rejected (never fit in KV memory)", str(s["rejected"])],
         ["Peak KV usage", fmt_pct(s["peak_kv_usage"])],
     ]
-    return grid(["Metric", "Value"], rows, "Simulated engine (seeds/004 metrics)")
+    return grid(["Metric", "Value"], rows, "Simulated engine (utilization, batches, queueing, SLA)")
 
 
 def comparison_table(named: list[tuple[str, dict[str, Any]]]) -> str:

@@ -15,8 +15,8 @@ from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
 from infermeter.sim.simulator import SimOutcome
+from infermeter.units import MS_PER_S
 
-MS = 1000.0
 TokenTimes = Literal["auto", "full", "endpoints"]
 DEFAULT_TOKEN_LIMIT = 25_000_000  # above this many tokens, `auto` records endpoints only (100k requests fit)
 
@@ -79,10 +79,10 @@ def sim_block(out: SimOutcome) -> dict[str, Any]:
         "gpu_utilization": float(out.busy_time.sum() / (out.engines * makespan)) if makespan > 0 else 0.0,
         "avg_batch_size": out.batch_size_sum / out.steps if out.steps else 0.0,
         "steps": out.steps,
-        "queueing_delay_ms": stats(out.first_scheduled - arrivals, MS),
+        "queueing_delay_ms": stats(out.first_scheduled - arrivals, MS_PER_S),
         "token_sla_violation": float(token_viol),
         "request_sla_violation": float(request_viol),
-        "d_sla_token_ms": cfg.d_sla_token * MS,
+        "d_sla_token_ms": cfg.d_sla_token * MS_PER_S,
         "d_sla_request_s": cfg.d_sla_request,
         "preemptions": int(out.preemptions.sum()),
         "preempted_requests": int(np.sum(out.preemptions > 0)),
@@ -105,9 +105,9 @@ def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> dict[str, Any]:
     max_pause = np.full(n, -np.inf)
     np.maximum.at(max_pause, owner, value)
     return {
-        "itl_ms": stats_weighted(value, weight, MS),
-        "jitter_ms": stats(np.where(w >= 2, np.sqrt(var), np.nan), MS),
-        "max_pause_ms": stats(np.where(w >= 1, max_pause, np.nan), MS),
+        "itl_ms": stats_weighted(value, weight, MS_PER_S),
+        "jitter_ms": stats(np.where(w >= 2, np.sqrt(var), np.nan), MS_PER_S),
+        "max_pause_ms": stats(np.where(w >= 1, max_pause, np.nan), MS_PER_S),
     }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from infermeter.client.openai import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.openai_sse import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.metrics.prefill_curve import PrefillCurve, fit_quadratic
 from infermeter.records import RunClock
 from infermeter.workload.prompts import build_prompt

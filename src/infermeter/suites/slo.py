@@ -9,11 +9,10 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.metrics.fluidity import Deadlines, parse_deadlines
-from infermeter.metrics.goodput import SLO_METRICS, UNITS, parse_slo
+from infermeter.metrics.goodput import SLO_METRICS, parse_slo
+from infermeter.units import DURATION, MS_PER_S, duration_s
 
-_BOUND = re.compile(
-    r"^(ttft|tpot|itl|e2e):(p50|p90|p95|p99|p99\.9|mean|max)\s*(<=|<)\s*([0-9]*\.?[0-9]+)\s*(ms|s|us)?$"
-)
+_BOUND = re.compile(rf"^(ttft|tpot|itl|e2e):(p50|p90|p95|p99|p99\.9|mean|max)\s*(<=|<)\s*{DURATION}$")
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def parse_capacity_slo(text: str) -> Slo:
     m = _BOUND.match(t)
     if m:
         metric, stat, _, num, unit = m.groups()
-        limit = float(num) * UNITS[unit or "ms"] * 1000.0
+        limit = duration_s(num, unit) * MS_PER_S
         if not 0 < limit < math.inf:
             raise UserError(
                 f"capacity SLO '{text}': the bound must be a positive, finite duration, e.g. ttft:p99<=500ms"
