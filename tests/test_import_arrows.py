@@ -1,0 +1,123 @@
+"""The import graph follows the flow (DESIGN.md): no cycles, and no arrow pointing back up it.
+
+Every import counts, including those inside functions and under TYPE_CHECKING: a cycle hidden in a function is
+still a cycle a reader has to hold in mind.
+"""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "infermeter"
+
+# (importer, imported, why): package prefixes
+FORBIDDEN = [
+    ("infermeter.metrics", "infermeter.client", "metrics are pure over records"),
+    ("infermeter.metrics", "infermeter.load", "metrics are pure over records"),
+    ("infermeter.metrics", "infermeter.emulator", "metrics are pure over records"),
+    ("infermeter.engine", "infermeter.sim", "the engine knows no clock"),
+    ("infermeter.engine", "infermeter.emulator", "the engine knows no clock or HTTP"),
+    ("infermeter.engine", "infermeter.client", "the engine knows no HTTP"),
+    ("infermeter.engine", "infermeter.load", "the engine knows no load generator"),
+    ("infermeter.engine", "infermeter.workload", "the engine sees requests, not workloads"),
+    ("infermeter.engine", "aiohttp", "the engine knows no HTTP"),
+    ("infermeter.emulator", "infermeter.workload", "a server does not know the workload it will be sent"),
+    ("infermeter.workload", "infermeter.load", "workloads are data"),
+    ("infermeter.client", "infermeter.load", "a backend sends one request"),
+]
+RECORDS_MAY_IMPORT = {"infermeter", "infermeter.errors", "infermeter.secrets"}  # the version, errors, redaction
+
+
+def module_names() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = module_names()
+    edges: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                if name in mods:
+                    found.add(name)
+                elif not name.startswith("infermeter"):
+                    found.add(name.split(".")[0])
+        found.discard(mod)
+        edges[mod] = found
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in edges:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    # a package's __init__ re-exporting its own modules (and they importing a sibling through it) is not a cycle
+    edges = {m: {d for d in ds if m != d.rsplit(".", 1)[0] and d != m.rsplit(".", 1)[0]} for m, ds in graph().items()}
+    assert cycles(edges) == []
+
+
+def test_no_arrow_against_the_flow():
+    found = []
+    for mod, imported in graph().items():
+        for name in imported:
+            for src, dst, why in FORBIDDEN:
+                if (mod == src or mod.startswith(src + ".")) and (name == dst or name.startswith(dst + ".")):
+                    found.append(f"{mod} imports {name}: {why}")
+            if mod == "infermeter.records" and name.startswith("infermeter") and name not in RECORDS_MAY_IMPORT:
+                found.append(f"{mod} imports {name}: the record contract depends on nothing of the package")
+    assert found == []
+
+
+def test_the_check_sees_a_cycle_and_an_arrow():
+    """The checks can fail: a made-up graph with both faults is caught."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
