@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=27.0, help="Poisson arrivals, req/s (the seed's 100x level)")
     parser.add_argument("--token-times", choices=["auto", "full", "endpoints"], default="auto")
     parser.add_argument("--token-limit", type=int, default=DEFAULT_TOKEN_LIMIT)
+    parser.add_argument("--scheduler", default="multi_bin_dynamic", help="any registered scheduler (K=8 for multi-bin)")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -39,7 +40,9 @@ def main() -> None:
     )
     t_gen = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = simulate(reqs, EngineConfig(scheduler="multi_bin_dynamic", bins=8), args.engines, 42)
+    multi_bin = args.scheduler == "multi_bin_dynamic"
+    config = EngineConfig(scheduler=args.scheduler, **({"bins": 8} if multi_bin else {}))
+    out = simulate(reqs, config, args.engines, 42)
     t_sim = time.perf_counter() - t0
     rss_sim = peak_rss_gb()
     tokens = int(out.emissions.count.sum())
@@ -50,7 +53,8 @@ def main() -> None:
         size = sum(f.stat().st_size for f in (Path(tmp) / "run").iterdir()) / 1024**2
     mode = "endpoints" if "itl_source" in summary else "full"
     print(
-        f"{args.requests:,} requests of synthetic-skewed, {args.engines} engines, multi_bin_dynamic K=8, "
+        f"{args.requests:,} requests of synthetic-skewed, {args.engines} engines, "
+        f"{args.scheduler}{' K=8' if multi_bin else ''}, "
         f"Poisson {args.rate:g} req/s; {tokens:,} output tokens"
     )
     print(f"  workload generation:           {t_gen:6.1f} s")

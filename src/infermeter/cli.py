@@ -548,7 +548,8 @@ def run(
     progress: opt.Progress = True,
 ) -> None:
     """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report."""
-    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.load.options import RunOptions
+    from infermeter.load.run import benchmark
     from infermeter.report.console import minimum_report
 
     if rate is not None and concurrency is not None:
@@ -730,7 +731,7 @@ def profile_prefill_cmd(
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
     from infermeter.client.openai_sse import ClientConfig
-    from infermeter.load.run import discover_model
+    from infermeter.load.warmup import discover_model
     from infermeter.suites.prefill import profile_prefill
 
     lengths = opt.flat(lengths)
@@ -802,7 +803,8 @@ def capacity(
     progress: Annotated[bool, typer.Option(help="show live progress of each probe")] = True,
 ) -> None:
     """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming."""
-    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.load.options import RunOptions
+    from infermeter.load.run import benchmark
     from infermeter.suites.capacity import claim_search_dir, search
     from infermeter.suites.slo import parse_capacity_slo
 

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from infermeter.load.run import prepared
+from infermeter.load.prompts import prepared
 from infermeter.workload import ids
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter

@@ -9,7 +9,8 @@ from infermeter.client.openai_sse import ClientConfig
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
-from infermeter.load.run import RunOptions, benchmark
+from infermeter.load.options import RunOptions
+from infermeter.load.run import benchmark
 from infermeter.records import RequestRecord, RunInfo, write_records
 from infermeter.suites.capacity import evaluate, search
 from infermeter.suites.prefill import profile_prefill

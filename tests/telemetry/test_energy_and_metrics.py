@@ -82,7 +82,8 @@ vllm:time_to_first_token_seconds_bucket{{le="0.1",model_name="m"}} 3
 
 def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
     from infermeter.emulator import EmulatorConfig, running_emulator
-    from infermeter.load.run import RunOptions, benchmark
+    from infermeter.load.options import RunOptions
+    from infermeter.load.run import benchmark
     from infermeter.records import read_run_info
     from infermeter.workload.build import arrival_spec
 

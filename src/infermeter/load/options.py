@@ -1,0 +1,63 @@
+"""What a benchmark run is asked to do (RunOptions) and what it left (RunResult)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infermeter.client.openai_sse import Api
+from infermeter.workload.arrivals import ArrivalSpec
+
+
+@dataclass
+class RunOptions:
+    url: str
+    out: Path
+    api: Api = "completions"
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    workload: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    duration: float | None = None
+    arrivals: ArrivalSpec | None = None
+    concurrency: int | None = None
+    barrier: bool = False
+    warmup: int | None = -1  # -1: the draft's rule; 0 / None: off; N: exactly N requests
+    seed: int = 42
+    slo: dict[str, float] = field(default_factory=dict)
+    grace_s: float = 30.0
+    connect_timeout: float = 10.0
+    first_token_timeout: float = 120.0
+    total_timeout: float = 900.0
+    ignore_eos: bool = True
+    sut: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+    deadlines: str | None = None
+    tokenizer: str | None = None  # exact-length prompts under this tokenizer (and its chat template for chat)
+    scrape_interval: float = 1.0  # server /metrics; 0 turns scraping off
+    telemetry_interval: float = 1.0  # host telemetry; 0 turns it off
+    gpu_price_per_hour: float | None = None
+    gpus: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def request_count(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        if self.duration is None:
+            return 1000
+        if self.arrivals is not None and self.arrivals.rate is not None:
+            return int(self.arrivals.rate * self.duration * 1.2) + 100
+        return 100_000  # closed loop bounded by time: more than it can send
+
+
+@dataclass
+class RunResult:
+    """What a run left: its directory, its summary, and why it ended early (None when it ran as planned)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    stopped: str | None = None  # "interrupted" (SIGINT), "terminated" (SIGTERM) or why the directory failed
+    disk_failure: str | None = None

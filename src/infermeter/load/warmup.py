@@ -1,0 +1,111 @@
+"""The draft's warm-up (section 4.5): probes, a warm-up load, and probes until the server is stable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from infermeter.client.openai_sse import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.urls import endpoint
+from infermeter.errors import UserError
+from infermeter.load.driver import LiveStats, LoadPattern, drive
+from infermeter.load.options import RunOptions
+from infermeter.load.prompts import prepared, workload_for
+from infermeter.records import RequestRecord
+from infermeter.secrets import redact_url
+from infermeter.workload import ids
+from infermeter.workload.prompts import ExactPrompter, build_prompt
+
+WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
+WARMUP_MIN_TOKENS = 10_000
+PROBE_INPUT, PROBE_OUTPUT = 32, 16
+PROBE_STABLE = 0.10  # 4.5.2: less than 10% variation across consecutive probes
+
+
+async def discover_model(config: ClientConfig) -> str:
+    """The first model the server lists, for runs that do not name one (asked with the run's credentials)."""
+    url = endpoint(config.base_url, "/v1/models")
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            s.get(url, headers=config.headers()) as r,
+        ):
+            if r.status != 200:
+                hint = "check --url and the API key, or give --model"
+                raise UserError(f"could not list models at {redact_url(url)} (HTTP {r.status}): {hint}")
+            data = orjson.loads(await r.read())
+            return str(data["data"][0]["id"])
+    except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, orjson.JSONDecodeError, TypeError) as exc:
+        raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
+
+
+async def probe(client: OpenAIClient, n: int) -> float | None:
+    rid = ids.request_id(ids.PROBE, n)
+    rec = await client.send(
+        PreparedRequest(rid, build_prompt(rid, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
+    )
+    if rec.status != "ok" or not rec.token_times:
+        return None
+    return rec.token_times[-1] - rec.submitted_at
+
+
+async def warm_up(
+    client: OpenAIClient,
+    opts: RunOptions,
+    pattern: LoadPattern,
+    stats: LiveStats,
+    prompter: ExactPrompter | None = None,
+    stop: asyncio.Event | None = None,
+    hard_stop: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
+    stable.  Nothing of it reaches the records.  A stop ends it early (its block says so)."""
+    stop = stop or asyncio.Event()
+    t0 = time.perf_counter()
+    before = await probe(client, 0)
+    if opts.warmup == -1:
+        n = WARMUP_MIN_REQUESTS
+        reqs, _ = workload_for(opts, n, opts.seed + 1)
+        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < 100_000:
+            n *= 2
+            reqs, _ = workload_for(opts, n, opts.seed + 1)
+        # the shortest head of the workload with both 100 requests and 10,000 output tokens
+        enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
+        reqs = reqs.head(max(WARMUP_MIN_REQUESTS, enough))
+    else:
+        reqs, _ = workload_for(opts, int(opts.warmup or 0), opts.seed + 1)
+    warm_pattern = LoadPattern(
+        offsets=reqs.arrival_s if pattern.offsets is not None else None,
+        concurrency=pattern.concurrency,
+        barrier=False,
+    )
+    records: list[RequestRecord] = []
+    warm_requests = list(prepared(reqs, opts.seed + 1, id_base=ids.WARMUP, prompter=prompter))
+    await drive(client, warm_requests, warm_pattern, records.append, stats, stop, grace_s=5.0, hard_stop=hard_stop)
+    probes: list[float] = []
+    for k in range(1, 11):
+        if stop.is_set():
+            break
+        p = await probe(client, k)
+        if p is not None:
+            probes.append(p)
+        last = probes[-3:]
+        if len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last):
+            break
+    last = probes[-3:]
+    return {
+        "done": not stop.is_set(),
+        "requests": len(records),
+        "failed": sum(r.status != "ok" for r in records),
+        "output_tokens": sum(len(r.token_times) for r in records),
+        "queue_drained": not stop.is_set(),
+        "probe_before_s": before,
+        "probes_after_s": probes,
+        "stable": len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
+        "seconds": time.perf_counter() - t0,
+    }
