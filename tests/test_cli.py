@@ -75,6 +75,8 @@ def test_workload_writes_requests(tmp_path):
         (["workload", "nope"], "unknown workload 'nope'"),
         (["workload", "synthetic-uniform", "--out", "x.txt"], "use a file ending in"),
         (["workload", "synthetic-uniform", "--rate", "1", "--arrival", "poisson", "--burstiness", "0.5"], "burstiness"),
+        (["sim", "--bins", "8", "-n", "10"], "--bins sets multi-bin dynamic batching's bins"),
+        (["sim", "--scheduler", "fifo", "-n", "10"], "--scheduler"),
     ],
 )
 def test_bad_input_is_one_line_no_traceback(args, message, tmp_path):
