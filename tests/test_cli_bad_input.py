@@ -395,7 +395,9 @@ KINDS: dict[str, Kind] = {
     **dict.fromkeys(("requests", "engines", "bins", "kv_tokens", "concurrency", "gpus", "tokens"), integer()),
     **dict.fromkeys(("input_tokens", "output_tokens", "max_probes", "repeats", "decode_tokens"), integer()),
     **dict.fromkeys(("seed", "port"), integer(zero_ok=True)),
-    **dict.fromkeys(("arrival", "scheduler", "bin_key", "latency", "token_times", "step", "api", "itl_option"), CHOICE),
+    **dict.fromkeys(
+        ("arrival", "scheduler", "bin_key", "latency", "token_times", "step", "api", "backend", "itl_option"), CHOICE
+    ),
     "lengths": INT_LIST,
     "warmup": WARMUP,
     "url": URL,

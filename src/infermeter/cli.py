@@ -487,6 +487,7 @@ def run(
         typer.Option(help="server base URL; without it the embedded emulator is benchmarked", parser=opt.url),
     ] = None,
     api: opt.Api = "completions",
+    backend: opt.BackendName = "openai",
     model: opt.Model = None,
     workload: opt.Workload = None,
     input_tokens: opt.InputTokens = None,
@@ -576,6 +577,7 @@ def run(
         url=url or "",
         out=run_dir,
         api=api,  # type: ignore[arg-type]
+        backend=backend,
         model=model or "",
         api_key_env=api_key_env,
         workload=workload,
@@ -714,6 +716,7 @@ def prompt(
 def profile_prefill_cmd(
     url: opt.Url = None,
     api: opt.Api = "completions",
+    backend: opt.BackendName = "openai",
     model: opt.Model = None,
     api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
     lengths: Annotated[
@@ -750,7 +753,7 @@ def profile_prefill_cmd(
     with _target(url, emu) as (target_url, _):
         cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
         cfg.model = cfg.model or _run_async(discover_model(cfg))
-        curve = _run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point))
+        curve = _run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend))
     try:
         curve.save(out)
     except OSError as exc:
@@ -773,6 +776,7 @@ def capacity(
     slo: opt.CapacitySlo,
     url: opt.Url = None,
     api: opt.Api = "completions",
+    backend: opt.BackendName = "openai",
     model: opt.Model = None,
     api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
     workload: opt.Workload = None,
@@ -854,6 +858,7 @@ def capacity(
                 url=target_url,
                 out=run_dir,
                 api=api,  # type: ignore[arg-type]
+                backend=backend,
                 model=model or "",
                 api_key_env=api_key_env,
                 workload=workload,

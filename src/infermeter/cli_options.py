@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import orjson
 import typer
 
+from infermeter.client.backend import BACKENDS
 from infermeter.engine.registry import SCHEDULERS
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
@@ -301,6 +302,9 @@ def _workload(text: str) -> str:
 
 Url = Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator", parser=url)]
 Api = Annotated[str, typer.Option(help="completions or chat", parser=choice("completions", "chat"))]
+BackendName = Annotated[
+    str, typer.Option("--backend", help=f"transport: {', '.join(BACKENDS)}", parser=choice(*BACKENDS))
+]
 Model = Annotated[str | None, typer.Option(help="model name; default: the first the server lists")]
 Workload = Annotated[
     str | None, typer.Option(help="standard workload name or YAML/JSON workload file", parser=_spec(_workload))

@@ -22,6 +22,7 @@ import orjson
 from infermeter import secrets
 from infermeter.client import reasons
 from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
+from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
 from infermeter.records import RequestRecord, RunClock, failure
 
@@ -127,6 +128,7 @@ class OpenAIClient:
         )
         self._headers = config.headers()
         self.counting = "server usage per event when given, else one token per content event"
+        self._tokenizer: ServerTokenizer | None = None
 
     @staticmethod
     async def _sent(session: Any, ctx: Any, params: Any) -> None:
@@ -146,6 +148,18 @@ class OpenAIClient:
 
     async def close(self) -> None:
         await self._session.close()
+
+    def declaration(self) -> dict[str, Any]:
+        return {"backend": "openai", "transport": "HTTP/1.1 + SSE", **self.config.declaration()}
+
+    async def server_token_count(self, text: str) -> int | None:
+        if self._tokenizer is None:
+            self._tokenizer = ServerTokenizer(self.config.base_url, self.config.model, self._headers)
+        return await self._tokenizer.count(self._session, text)
+
+    @property
+    def token_count_source(self) -> str:
+        return self._tokenizer.description if self._tokenizer is not None else "none offered"
 
     def body(self, req: PreparedRequest) -> dict[str, Any]:
         cfg = self.config

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infermeter.client.openai_sse import OpenAIClient, PreparedRequest
+from infermeter.client.backend import Backend
+from infermeter.client.openai_sse import PreparedRequest
 from infermeter.records import RequestRecord
 
 
@@ -86,7 +87,7 @@ OnSend = Callable[[PreparedRequest, float], None]
 
 
 async def drive(
-    client: OpenAIClient,
+    client: Backend,
     requests: Iterable[PreparedRequest],
     pattern: LoadPattern,
     sink: Callable[[RequestRecord], None],
@@ -104,7 +105,7 @@ async def drive(
 
 
 async def _drive(
-    client: OpenAIClient,
+    client: Backend,
     requests: Iterable[PreparedRequest],
     pattern: LoadPattern,
     sink: Callable[[RequestRecord], None],

@@ -15,6 +15,7 @@ class RunOptions:
     url: str
     out: Path
     api: Api = "completions"
+    backend: str = "openai"  # a name in client.backend.BACKENDS
     model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     workload: str | None = None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from infermeter.client.openai_sse import OpenAIClient, PreparedRequest
+from infermeter.client.backend import Backend
+from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.options import RunOptions
 from infermeter.workload import ids
 from infermeter.workload.build import build_requests
@@ -67,16 +68,11 @@ def tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str, 
     return block
 
 
-async def verify_prompts(
-    client: OpenAIClient, prompter: ExactPrompter, sample: list[PreparedRequest]
-) -> dict[str, Any]:
-    """Count a sample of the run's prompts with the server's own tokenizer, when it offers an endpoint."""
-    from infermeter.client.server_tokenizer import ServerTokenizer
-
-    server = ServerTokenizer(client.config.base_url, client.config.model, client.headers)
+async def verify_prompts(client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest]) -> dict[str, Any]:
+    """Count a sample of the run's prompts with the server's own tokenizer, when it offers a way to ask."""
     checked, mismatches, examples = 0, 0, []
     for req in sample:
-        got = await server.count(client.session, prompter.render(req.prompt))
+        got = await client.server_token_count(prompter.render(req.prompt))
         if got is None:
             break
         checked += 1
@@ -84,4 +80,4 @@ async def verify_prompts(
             mismatches += 1
             if len(examples) < 5:
                 examples.append({"request_id": req.request_id, "built": req.input_tokens, "server": got})
-    return {"endpoint": server.description, "checked": checked, "mismatches": mismatches, "examples": examples}
+    return {"endpoint": client.token_count_source, "checked": checked, "mismatches": mismatches, "examples": examples}

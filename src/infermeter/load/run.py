@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from infermeter.client.openai_sse import ClientConfig, OpenAIClient
+from infermeter.client.backend import Backend, open_backend
+from infermeter.client.openai_sse import ClientConfig
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.monitors import start_monitors, stop_monitors
@@ -80,6 +81,21 @@ async def benchmark(opts: RunOptions) -> RunResult:
     )
     if not cfg.model:
         cfg.model = await discover_model(cfg)
+    client = open_backend(opts.backend, cfg, clock)
+    stopper = Stopper()
+    try:
+        info = _run_info(opts, cfg, client, declaration, pattern, n)
+        claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
+        with stopper.installed():
+            return await _measure(opts, clock, client, reqs, n, pattern, prompter, info, stopper)
+    finally:
+        await client.close()
+
+
+def _run_info(
+    opts: RunOptions, cfg: ClientConfig, client: Backend, declaration: dict[str, Any], pattern: LoadPattern, n: int
+) -> RunInfo:
+    """run.json as it stands before anything is measured."""
     info = RunInfo(
         kind="emulated" if opts.sut.get("emulated") else "live",
         sut={"model": cfg.model, "url": redact_url(opts.url), **{k: v for k, v in opts.sut.items() if k != "emulated"}},
@@ -94,24 +110,17 @@ async def benchmark(opts: RunOptions) -> RunResult:
         },
         warmup={"done": False, "note": "warm-up not started yet"},
         slo=opts.slo,
-        client=cfg.declaration(),
+        client=client.declaration(),
         deadlines=opts.deadlines,
     )
     info.client["open_files_limit"] = raise_open_files_limit()
-    claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
-    client = OpenAIClient(cfg, clock)
-    stopper = Stopper()
-    try:
-        with stopper.installed():
-            return await _measure(opts, clock, client, reqs, n, pattern, prompter, info, stopper)
-    finally:
-        await client.close()
+    return info
 
 
 async def _measure(
     opts: RunOptions,
     clock: RunClock,
-    client: OpenAIClient,
+    client: Backend,
     reqs: Requests,
     n: int,
     pattern: LoadPattern,

@@ -10,7 +10,8 @@ import aiohttp
 import numpy as np
 import orjson
 
-from infermeter.client.openai_sse import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.backend import Backend
+from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
@@ -44,7 +45,7 @@ async def discover_model(config: ClientConfig) -> str:
         raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
 
 
-async def probe(client: OpenAIClient, n: int) -> float | None:
+async def probe(client: Backend, n: int) -> float | None:
     rid = ids.request_id(ids.PROBE, n)
     rec = await client.send(
         PreparedRequest(rid, build_prompt(rid, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
@@ -55,7 +56,7 @@ async def probe(client: OpenAIClient, n: int) -> float | None:
 
 
 async def warm_up(
-    client: OpenAIClient,
+    client: Backend,
     opts: RunOptions,
     pattern: LoadPattern,
     stats: LiveStats,

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from infermeter.client.openai_sse import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.client.backend import open_backend
+from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.metrics.prefill_curve import PrefillCurve, fit_quadratic
 from infermeter.records import RunClock
 from infermeter.workload.prompts import build_prompt
@@ -21,9 +22,10 @@ async def profile_prefill(
     repeats: int = 3,
     decode_tokens: int = 4,
     on_point: Callable[[int, float | None], None] | None = None,
+    backend: str = "openai",
 ) -> PrefillCurve:
     """One request at a time (no other load), `repeats` per length, each prompt unique so no prefix cache hits."""
-    client = OpenAIClient(config, RunClock())
+    client = open_backend(backend, config, RunClock())
     xs, ys = [], []
     rid = 0
     try:

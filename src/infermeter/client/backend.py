@@ -1,0 +1,60 @@
+"""The backend seam: what everything that sends requests (load driver, warm-up, prefill profiling, capacity) talks to.
+
+A backend sends one prepared request and streams its reply into exactly one RequestRecord on the run's clock; it
+declares itself for run.json and may count a prompt with the server's own tokenizer.  Backends are chosen by name
+from BACKENDS (`--backend`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+from infermeter.errors import UserError
+
+if TYPE_CHECKING:
+    from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+    from infermeter.records import RequestRecord, RunClock
+
+
+class Backend(Protocol):
+    clock: RunClock
+    counting: str  # how output tokens are counted per streamed event (run.json's tokenizer block)
+
+    async def send(
+        self, req: PreparedRequest, scheduled_at: float, record: RequestRecord | None = None
+    ) -> RequestRecord:
+        """Send one request; every outcome is a record.  Cancellation completes `record` and then propagates."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def declaration(self) -> dict[str, Any]:
+        """What run.json says about the transport (never a secret)."""
+        ...
+
+    async def server_token_count(self, text: str) -> int | None:
+        """The server's own token count of `text`, when the server offers a way to ask; else None."""
+        ...
+
+    @property
+    def token_count_source(self) -> str:
+        """Where `server_token_count` asks (for run.json), or "none offered"."""
+        ...
+
+
+# name -> "module:class" of a Backend taking (ClientConfig, RunClock, max_connections); imported when opened, so the
+# CLI can list the names without loading every transport
+BACKENDS: dict[str, str] = {
+    "openai": "infermeter.client.openai_sse:OpenAIClient",
+}
+
+
+def open_backend(name: str, config: ClientConfig, clock: RunClock, max_connections: int = 0) -> Backend:
+    """A backend by name, with a one-line error naming the choices."""
+    where = BACKENDS.get(name)
+    if where is None:
+        raise UserError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    module, _, attr = where.partition(":")
+    backend: Backend = getattr(importlib.import_module(module), attr)(config, clock, max_connections)
+    return backend
