@@ -603,8 +603,8 @@ def run(
         extra_body=extra_body or {},
         ignore_eos=ignore_eos,
     )
-    with _target(url, emu) as (target_url, sut):
-        run_opts.url, run_opts.sut = target_url, sut
+    with _target(url, emu, backend) as (target_url, sut, metrics_url):
+        run_opts.url, run_opts.sut, run_opts.metrics_url = target_url, sut, metrics_url
         result = _run_async(benchmark(run_opts))
     print(minimum_report(result.summary, read_run_info(result.run_dir)))
     print(f"\nrun directory: {result.run_dir}  (full tables: infermeter report {result.run_dir})")
@@ -646,12 +646,16 @@ def _finish_run(result) -> None:  # type: ignore[no-untyped-def]
 
 
 @contextlib.contextmanager
-def _target(url: str | None, emu: Any):  # type: ignore[no-untyped-def]
-    """Yield (base URL, SUT declaration): the given server, or the embedded emulator started for the block."""
+def _target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[no-untyped-def]
+    """Yield (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded emulator
+    started for the block (with its gRPC front end as the target for --backend grpc)."""
     if url is not None:
-        yield url, {}
+        yield url, {}, url
         return
-    from infermeter.emulator.process import running_emulator
+    from infermeter.emulator.process import emulator_process
+
+    if backend == "grpc":
+        emu = emu.model_copy(update={"grpc_port": 0})
 
     engine = emu.engine
     sut = {
@@ -667,8 +671,9 @@ def _target(url: str | None, emu: Any):  # type: ignore[no-untyped-def]
     if emu.faults:
         sut["faults"] = [f.model_dump(exclude_defaults=True) for f in emu.faults]
     err.print("starting the embedded emulator (no --url given)")
-    with running_emulator(emu, pin_cpus=True) as emu_url:
-        yield emu_url, sut
+    with emulator_process(emu, pin_cpus=True) as process:
+        target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
+        yield target, {**sut, "model": emu.model}, process.url
 
 
 @app.command()
@@ -750,7 +755,7 @@ def profile_prefill_cmd(
     def on_point(length: int, ttft: float | None) -> None:
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
-    with _target(url, emu) as (target_url, _):
+    with _target(url, emu, backend) as (target_url, _, _):
         cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
         cfg.model = cfg.model or _run_async(discover_model(cfg))
         curve = _run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend))
@@ -851,7 +856,7 @@ def capacity(
         ]
         print(grid(header, [row]).splitlines()[3], flush=True)
 
-    with _target(url, emu) as (target_url, sut):
+    with _target(url, emu, backend) as (target_url, sut, metrics_url):
 
         def run_probe(rate: float, run_dir: Path) -> None:
             probe = RunOptions(
@@ -869,6 +874,7 @@ def capacity(
                 warmup=warmup,
                 seed=seed,
                 sut=sut,
+                metrics_url=metrics_url,
                 progress=progress,
             )
             result = _run_async(benchmark(probe))

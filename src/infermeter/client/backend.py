@@ -47,6 +47,7 @@ class Backend(Protocol):
 # CLI can list the names without loading every transport
 BACKENDS: dict[str, str] = {
     "openai": "infermeter.client.openai_sse:OpenAIClient",
+    "grpc": "infermeter.client.kserve_grpc:KServeGrpcClient",
 }
 
 

@@ -21,6 +21,9 @@ class EmulatorConfig(BaseModel):
     input_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail before the engine (+ TTFT)")
     output_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail delay on every streamed event")
     faults: list[Fault] = Field(default_factory=list, description="injected faults (emulator/faults.py)")
+    grpc_port: int | None = Field(
+        default=None, ge=0, le=65535, description="also serve KServe v2 gRPC streaming here (0: a free port)"
+    )
     api_key: str | None = Field(default=None, description="when set, requests must carry it (else HTTP 401)")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 

@@ -129,6 +129,36 @@ class RealClockEngine:
         handle.queue.put_nowait(now)
 
 
+# the words a reply is made of, cycled
+WORDS = (
+    "the",
+    "model",
+    "streams",
+    "tokens",
+    "at",
+    "a",
+    "steady",
+    "pace",
+    "while",
+    "batches",
+    "form",
+    "and",
+    "drain",
+    "under",
+    "load",
+    "from",
+    "many",
+    "clients",
+    "across",
+    "time",
+)
+
+
+def reply_word(k: int) -> str:
+    """The k-th token of every reply."""
+    return " " + WORDS[k % len(WORDS)]
+
+
 def prompt_words(text: str) -> list[str]:
     """The emulator's tokenizer: whitespace-separated words."""
     return text.split()

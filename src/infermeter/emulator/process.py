@@ -17,6 +17,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 
 ANNOUNCE = "infermeter emulator listening on "
+GRPC_ANNOUNCE = "gRPC KServe v2 on "  # in the same line, after the URL, when the gRPC front end runs
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class EmulatorProcess:
 
     url: str
     process: subprocess.Popen[str]
+    grpc_target: str | None = None  # host:port of the KServe v2 gRPC front end, when configured
 
 
 @contextlib.contextmanager
@@ -57,7 +59,8 @@ def emulator_process(
         )
         saved = _pin(proc.pid) if pin_cpus else None
         try:
-            yield EmulatorProcess(_wait_for_url(proc, timeout_s, Path(tmp) / "stderr.log"), proc)
+            url, grpc_target = _wait_for_url(proc, timeout_s, Path(tmp) / "stderr.log")
+            yield EmulatorProcess(url, proc, grpc_target)
         finally:
             if saved is not None:
                 os.sched_setaffinity(0, saved)
@@ -83,7 +86,8 @@ def _pin(child: int) -> set[int] | None:
     return saved
 
 
-def _wait_for_url(proc: subprocess.Popen[str], timeout_s: float, stderr_log: Path) -> str:
+def _wait_for_url(proc: subprocess.Popen[str], timeout_s: float, stderr_log: Path) -> tuple[str, str | None]:
+    """The HTTP URL the emulator announces, and its gRPC target when it runs one."""
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -95,5 +99,6 @@ def _wait_for_url(proc: subprocess.Popen[str], timeout_s: float, stderr_log: Pat
         if sel.select(timeout=0.2):
             line = proc.stdout.readline()
             if line.startswith(ANNOUNCE):
-                return line[len(ANNOUNCE) :].strip()
+                url, _, rest = line[len(ANNOUNCE) :].strip().partition(f" ({GRPC_ANNOUNCE}")
+                return url, rest.rstrip(")") or None
     raise UserError(f"the emulator did not start within {timeout_s:g} s")

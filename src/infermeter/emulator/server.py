@@ -25,33 +25,12 @@ from prometheus_client.core import GaugeMetricFamily
 
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import Handle, RealClockEngine, count_chat, prompt_words
+from infermeter.emulator.engine_loop import Handle, RealClockEngine, count_chat, prompt_words, reply_word
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.prefix_cache import PrefixCache
+from infermeter.emulator.process import ANNOUNCE, GRPC_ANNOUNCE
 from infermeter.process_limits import raise_open_files_limit
 
-WORDS = (
-    "the",
-    "model",
-    "streams",
-    "tokens",
-    "at",
-    "a",
-    "steady",
-    "pace",
-    "while",
-    "batches",
-    "form",
-    "and",
-    "drain",
-    "under",
-    "load",
-    "from",
-    "many",
-    "clients",
-    "across",
-    "time",
-)
 LATENCY_BUCKETS = (
     0.001,
     0.005,
@@ -227,7 +206,6 @@ class Emulator:
     ) -> web.StreamResponse:
         assert self.engine is not None
         received = time.perf_counter()
-        cfg = self.config
         try:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         except (TypeError, ValueError):
@@ -237,10 +215,9 @@ class Emulator:
         priority = body.get("priority", 0)  # vLLM's request priority: lower is served first
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise _bad_request("priority must be an integer (lower is served first)")
-        if len(words) + max_tokens > cfg.max_model_len:
-            raise _bad_request(
-                f"prompt ({len(words)}) + max_tokens ({max_tokens}) exceeds max_model_len {cfg.max_model_len}"
-            )
+        too_long = self.too_long(len(words), max_tokens)
+        if too_long is not None:
+            raise _bad_request(too_long)
         fault = self.faults.draw()
         if fault is not None and fault.kind in HTTP_STATUS:
             return _http_fault(fault)
@@ -248,28 +225,43 @@ class Emulator:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)  # never reaches the client: the connection is gone
-        cached = self.cache.lookup_and_insert(words) if self.cache is not None else 0
-        if self.cache is not None:
-            self.prefix_queries.inc(len(words))
-            self.prefix_hits.inc(cached)
-        if cfg.input_filter_ms:
-            await asyncio.sleep(cfg.input_filter_ms / 1000)
-        handle = self.engine.submit(len(words), max_tokens, cached, priority=priority)
+        handle = await self.admit(words, max_tokens, priority)
         if isinstance(handle, str):
             raise _bad_request(handle)
-        self.prompt_tokens.inc(len(words) - cached)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         if not body.get("stream", False):
             return await self._whole(handle, rid, chat, len(words), received)
         return await self._stream(request, body, handle, rid, chat, len(words), received, fault)
+
+    def too_long(self, prompt: int, max_tokens: int) -> str | None:
+        """Why a request exceeds the model's context, or None."""
+        limit = self.config.max_model_len
+        if prompt + max_tokens > limit:
+            return f"prompt ({prompt}) + max_tokens ({max_tokens}) exceeds max_model_len {limit}"
+        return None
+
+    async def admit(self, words: list[str], max_tokens: int, priority: int = 0) -> Handle | str:
+        """Prefix-cache lookup, the input guardrail, then the engine: a handle, or why the engine refuses it.
+        Shared by the HTTP and gRPC front ends."""
+        assert self.engine is not None
+        cached = self.cache.lookup_and_insert(words) if self.cache is not None else 0
+        if self.cache is not None:
+            self.prefix_queries.inc(len(words))
+            self.prefix_hits.inc(cached)
+        if self.config.input_filter_ms:
+            await asyncio.sleep(self.config.input_filter_ms / 1000)
+        handle = self.engine.submit(len(words), max_tokens, cached, priority=priority)
+        if not isinstance(handle, str):
+            self.prompt_tokens.inc(len(words) - cached)
+        return handle
 
     async def _whole(self, handle: Handle, rid: str, chat: bool, prompt: int, received: float) -> web.Response:
         """A non-streaming reply (faults other than HTTP errors and resets apply to streams only)."""
         times = []
         while (t := await handle.queue.get()) is not None:
             times.append(t)
-        self._account(times, received)
-        text = "".join(_word(i) for i in range(len(times)))
+        self.account(times, received)
+        text = "".join(reply_word(i) for i in range(len(times)))
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
         return web.json_response(
@@ -320,13 +312,13 @@ class Emulator:
                     wait = t + delay - time.perf_counter()
                     if wait > 0:
                         await asyncio.sleep(wait)
-                piece = _word(k)
+                piece = reply_word(k)
                 choice: dict[str, Any] = {"index": 0, "finish_reason": None}
                 choice.update({"delta": {"content": piece}} if chat else {"text": piece})
                 await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
                 if k == strike and fault is not None and await self._mid_stream(fault, request, handle, out):
                     return resp
-            self._account(times, received)
+            self.account(times, received)
             final: dict[str, Any] = {
                 "id": rid,
                 "object": obj,
@@ -376,7 +368,7 @@ class Emulator:
             return True
         return False
 
-    def _account(self, times: list[float], received: float) -> None:
+    def account(self, times: list[float], received: float) -> None:
         if not times:
             return
         self.ttft.observe(times[0] - received)
@@ -385,10 +377,6 @@ class Emulator:
         self.e2e.observe(times[-1] - received)
         self.generation_tokens.inc(len(times))
         self.requests_ok.inc()
-
-
-def _word(k: int) -> str:
-    return " " + WORDS[k % len(WORDS)]
 
 
 class _Writer:
@@ -444,8 +432,10 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     """Run until SIGINT or SIGTERM (or cancellation), then close cleanly; prints the bound URL first (port 0 picks
     a free port)."""
     raise_open_files_limit()  # one socket per queued request
-    runner = web.AppRunner(Emulator(config).app(), access_log=None, handle_signals=False)
+    emulator = Emulator(config)
+    runner = web.AppRunner(emulator.app(), access_log=None, handle_signals=False)
     await runner.setup()
+    grpc_server = None
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -455,8 +445,16 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
         site = web.TCPSite(runner, host, port, backlog=4096)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        if announce:
-            print(f"infermeter emulator listening on http://{host}:{bound}", flush=True)
+        also = ""
+        if config.grpc_port is not None:
+            from infermeter.emulator.grpc_server import start_grpc
+
+            grpc_server, grpc_bound = await start_grpc(emulator, host, config.grpc_port)
+            also = f" ({GRPC_ANNOUNCE}{host}:{grpc_bound})"
+        if announce:  # one line: whoever waits for it reads both addresses at once
+            print(f"{ANNOUNCE}http://{host}:{bound}{also}", flush=True)
         await done.wait()
     finally:
+        if grpc_server is not None:
+            await grpc_server.stop(grace=None)
         await runner.cleanup()

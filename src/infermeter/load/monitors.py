@@ -24,7 +24,7 @@ async def start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tu
 
     scraper = sampler = None
     if opts.scrape_interval > 0:
-        scraper = MetricsScraper(opts.url, clock, opts.scrape_interval)
+        scraper = MetricsScraper(opts.metrics_url or opts.url, clock, opts.scrape_interval)
         if not await scraper.start():
             info.notes.append(f"no server metrics: {scraper.data.error} (scraping skipped)")
             info.server_metrics = {"url": scraper.url, "available": False, "reason": scraper.data.error}

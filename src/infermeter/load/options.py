@@ -39,6 +39,7 @@ class RunOptions:
     deadlines: str | None = None
     tokenizer: str | None = None  # exact-length prompts under this tokenizer (and its chat template for chat)
     scrape_interval: float = 1.0  # server /metrics; 0 turns scraping off
+    metrics_url: str | None = None  # where /metrics is served, when not at `url` (a gRPC target)
     telemetry_interval: float = 1.0  # host telemetry; 0 turns it off
     gpu_price_per_hour: float | None = None
     gpus: int | None = None

@@ -80,6 +80,10 @@ async def benchmark(opts: RunOptions) -> RunResult:
         extra_body=opts.extra_body,
     )
     if not cfg.model:
+        cfg.model = str(opts.sut.get("model") or "")  # the embedded emulator's
+    if not cfg.model:
+        if opts.backend != "openai":
+            raise UserError(f"--backend {opts.backend} cannot list the server's models: give --model")
         cfg.model = await discover_model(cfg)
     client = open_backend(opts.backend, cfg, clock)
     stopper = Stopper()

@@ -1,0 +1,157 @@
+"""The emulator's KServe v2 / Triton gRPC front end: ModelStreamInfer over the same engine as the HTTP server.
+
+A request carries its prompt as the BYTES input `text_input` and its length limit the way Triton's vLLM backend
+takes it (`sampling_parameters`, a JSON string with max_tokens) or as a request parameter / INT input `max_tokens`.
+Each generated token is one ModelStreamInferResponse with a BYTES output `text_output`; the last one carries the
+parameter `triton_final_response` = true and, as `infermeter_server_token_times`, the server's emission time of
+each token (seconds after the request arrived, a JSON list), as the HTTP front end's final event does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import grpc
+import orjson
+
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.emulator.engine_loop import Handle, RealClockEngine, prompt_words, reply_word
+from infermeter.protocols import kserve_v2_pb2 as pb
+from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
+
+DEFAULT_MAX_TOKENS = 16
+
+
+class RequestError(ValueError):
+    """A request the emulator cannot serve; its message goes back as the response's error_message."""
+
+
+def _input(req: pb.ModelInferRequest, name: str) -> pb.ModelInferRequest.InferInputTensor | None:
+    return next((t for t in req.inputs if t.name == name), None)
+
+
+def _scalar(req: pb.ModelInferRequest, name: str) -> Any:
+    """An input tensor's first element, from its typed contents or from raw_input_contents."""
+    for i, t in enumerate(req.inputs):
+        if t.name != name:
+            continue
+        c = t.contents
+        for values in (c.bytes_contents, c.int64_contents, c.int_contents, c.uint_contents, c.bool_contents):
+            if len(values):
+                return values[0]
+        if i < len(req.raw_input_contents):
+            raw = req.raw_input_contents[i]
+            if t.datatype == "BYTES" and len(raw) >= 4:  # Triton's raw BYTES: a 4-byte length, then the bytes
+                return raw[4 : 4 + int.from_bytes(raw[:4], "little")]
+            if t.datatype in ("INT32", "INT64", "UINT32", "UINT64") and raw:
+                return int.from_bytes(raw[: int(t.datatype[-2:]) // 8], "little", signed=t.datatype[0] == "I")
+        raise RequestError(f"input {name} has no contents")
+    return None
+
+
+def parse_request(req: pb.ModelInferRequest) -> tuple[str, int]:
+    """The prompt and max_tokens of a ModelInferRequest; RequestError names what is wrong."""
+    text = _scalar(req, "text_input")
+    if text is None:
+        raise RequestError("the request has no text_input (a BYTES input holding the prompt)")
+    prompt = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    max_tokens: Any = DEFAULT_MAX_TOKENS
+    if "max_tokens" in req.parameters:
+        max_tokens = req.parameters["max_tokens"].int64_param
+    elif _input(req, "max_tokens") is not None:
+        max_tokens = _scalar(req, "max_tokens")
+    elif (sampling := _scalar(req, "sampling_parameters")) is not None:
+        try:
+            max_tokens = orjson.loads(sampling).get("max_tokens", DEFAULT_MAX_TOKENS)
+        except (orjson.JSONDecodeError, AttributeError):
+            raise RequestError("sampling_parameters is not a JSON object") from None
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise RequestError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    return prompt, max_tokens
+
+
+class Emulator(Protocol):
+    """What this front end needs of the emulator (emulator/server.py's Emulator)."""
+
+    config: EmulatorConfig
+    engine: RealClockEngine | None
+
+    def too_long(self, prompt: int, max_tokens: int) -> str | None: ...
+
+    async def admit(self, words: list[str], max_tokens: int, priority: int = 0) -> Handle | str: ...
+
+    def account(self, times: list[float], received: float) -> None: ...
+
+
+class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
+    """ServerReady and ModelStreamInfer, answered by an Emulator's engine."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self.emulator.engine is not None)
+
+    async def ModelStreamInfer(
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        async for req in request_iterator:
+            async for resp in self._one(req):
+                yield resp
+
+    async def _one(self, req: pb.ModelInferRequest) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        emu = self.emulator
+        received = time.perf_counter()
+        try:
+            prompt, max_tokens = parse_request(req)
+            words = prompt_words(prompt)
+            too_long = emu.too_long(len(words), max_tokens)
+            if too_long is not None:
+                raise RequestError(too_long)
+            handle = await emu.admit(words, max_tokens)
+            if isinstance(handle, str):
+                raise RequestError(handle)
+        except RequestError as exc:
+            yield pb.ModelStreamInferResponse(error_message=str(exc))
+            return
+        model = req.model_name or emu.config.model
+        delay = emu.config.output_filter_ms / 1000
+        times: list[float] = []
+        try:
+            while (t := await handle.queue.get()) is not None:
+                if delay and (wait := t + delay - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+                times.append(t)
+                out = pb.ModelInferResponse.InferOutputTensor(
+                    name="text_output",
+                    datatype="BYTES",
+                    shape=[1],
+                    contents=pb.InferTensorContents(bytes_contents=[reply_word(len(times) - 1).encode()]),
+                )
+                yield pb.ModelStreamInferResponse(
+                    infer_response=pb.ModelInferResponse(model_name=model, id=req.id, outputs=[out])
+                )
+        except asyncio.CancelledError:
+            assert emu.engine is not None
+            emu.engine.abandon(handle)
+            raise
+        emu.account(times, received)
+        final = pb.ModelInferResponse(model_name=model, id=req.id)
+        final.parameters["triton_final_response"].bool_param = True
+        offsets = orjson.dumps([round(t - received, 6) for t in times]).decode()
+        final.parameters["infermeter_server_token_times"].string_param = offsets
+        yield pb.ModelStreamInferResponse(infer_response=final)
+
+
+async def start_grpc(emulator: Emulator, host: str, port: int) -> tuple[grpc.aio.Server, int]:
+    """A gRPC server on host:port (0: a free port) in the running event loop; returns it and the bound port."""
+    server = grpc.aio.server()
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(StreamInferServicer(emulator), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen for gRPC on {host}:{port}")
+    await server.start()
+    return server, bound

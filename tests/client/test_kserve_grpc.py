@@ -1,0 +1,119 @@
+"""KServe v2 / Triton streaming over gRPC: the emulator's front end, the backend, and agreement with SSE."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from infermeter.client import reasons
+from infermeter.client.backend import open_backend
+from infermeter.client.kserve_grpc import grpc_target
+from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.emulator import EmulatorConfig
+from infermeter.emulator.grpc_server import RequestError, parse_request
+from infermeter.emulator.process import emulator_process
+from infermeter.errors import UserError
+from infermeter.load import LoadPattern, drive
+from infermeter.protocols import kserve_v2_pb2 as pb
+from infermeter.records import RunClock, failure_reason
+from infermeter.workload.prompts import build_prompt
+from tests.timing import Noise, measured
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    with emulator_process(EmulatorConfig(grpc_port=0, max_model_len=4096, prefix_caching=False)) as emu:
+        assert emu.grpc_target is not None
+        yield emu
+
+
+def request(*inputs: tuple[str, str, bytes | int], raw: bool = False) -> pb.ModelInferRequest:
+    msg = pb.ModelInferRequest(model_name="m")
+    for name, datatype, value in inputs:
+        t = msg.inputs.add(name=name, datatype=datatype, shape=[1])
+        if raw:
+            data = value if isinstance(value, bytes) else int(value).to_bytes(4, "little", signed=True)
+            msg.raw_input_contents.append(len(data).to_bytes(4, "little") + data if datatype == "BYTES" else data)
+        elif isinstance(value, bytes):
+            t.contents.bytes_contents.append(value)
+        else:
+            t.contents.int_contents.append(value)
+    return msg
+
+
+def test_the_emulator_reads_each_way_a_triton_client_sends_a_prompt_and_its_length():
+    vllm_style = request(("text_input", "BYTES", b"a b c"), ("sampling_parameters", "BYTES", b'{"max_tokens": 7}'))
+    assert parse_request(vllm_style) == ("a b c", 7)
+    trtllm_style = request(("text_input", "BYTES", b"x y"), ("max_tokens", "INT32", 5))
+    assert parse_request(trtllm_style) == ("x y", 5)
+    raw = request(("text_input", "BYTES", b"raw words"), ("max_tokens", "INT32", 3), raw=True)
+    assert parse_request(raw) == ("raw words", 3)
+    param = request(("text_input", "BYTES", b"p"))
+    param.parameters["max_tokens"].int64_param = 9
+    assert parse_request(param) == ("p", 9)
+    with pytest.raises(RequestError, match="no text_input"):
+        parse_request(request(("prompt", "BYTES", b"x")))
+    with pytest.raises(RequestError, match="max_tokens must be a positive integer"):
+        parse_request(request(("text_input", "BYTES", b"x"), ("max_tokens", "INT32", 0)))
+
+
+def test_targets_are_host_and_port():
+    assert grpc_target("grpc://127.0.0.1:8001") == grpc_target("127.0.0.1:8001") == "127.0.0.1:8001"
+    with pytest.raises(UserError, match="does not name a gRPC server"):
+        grpc_target("grpc://127.0.0.1")
+
+
+async def _send_all(target: str, reqs: list[PreparedRequest], backend: str, **kw):
+    client = open_backend(backend, ClientConfig(target, model="infermeter-emulator", **kw), RunClock())
+    records = []
+    await drive(client, reqs, LoadPattern(concurrency=1), records.append)
+    await client.close()
+    return sorted(records, key=lambda r: r.request_id)
+
+
+def test_a_stream_over_grpc_is_one_record_per_request_with_every_token(emulator):
+    reqs = [PreparedRequest(i, build_prompt(i, 32), 32, 12) for i in range(4)]
+    records = asyncio.run(_send_all(emulator.grpc_target, reqs, "grpc"))
+    for rec in records:
+        assert rec.status == "ok", rec.error
+        assert rec.output_tokens == len(rec.token_times) == 12 and rec.chunk_tokens == [1] * 12
+        assert rec.submitted_at < rec.token_times[0] and np.all(np.diff(rec.token_times) > 0)
+        # the emulator's own emission times come along; their gaps are the engine's steps
+        assert rec.server_token_times is not None and len(rec.server_token_times) == 12
+
+
+def test_grpc_failures_are_records_with_reasons(emulator):
+    too_long = [PreparedRequest(0, build_prompt(0, 64), 64, 5000)]  # past max_model_len 4096
+    (rec,) = asyncio.run(_send_all(emulator.grpc_target, too_long, "grpc"))
+    assert rec.status == "error" and failure_reason(rec.error) == reasons.SERVER_ERROR_EVENT
+    assert "exceeds max_model_len" in rec.error
+    (refused,) = asyncio.run(_send_all("127.0.0.1:9", [PreparedRequest(1, "a", 1, 2)], "grpc", connect_timeout=2))
+    assert refused.status == "error" and failure_reason(refused.error) == reasons.CANNOT_CONNECT, refused.error
+
+
+def test_ttft_and_itl_over_grpc_agree_with_sse_on_the_same_emulator(emulator):
+    """One request at a time, alternating transports on one engine: what differs is the transport alone."""
+    # unique prompts and no prefix cache on this engine: neither transport finds the other's work cached
+    reqs = {
+        b: [PreparedRequest(i, build_prompt(i + k * 10**6, 128), 128, 16) for i in range(24)]
+        for k, b in enumerate(("openai", "grpc"))
+    }
+
+    def measure():
+        ttft, itl = {"grpc": [], "openai": []}, {"grpc": [], "openai": []}
+        for half in (slice(0, 12), slice(12, 24)):
+            for backend, target in (("openai", emulator.url), ("grpc", emulator.grpc_target)):
+                for rec in asyncio.run(_send_all(target, reqs[backend][half], backend)):
+                    assert rec.status == "ok", rec.error
+                    ttft[backend].append(rec.token_times[0] - rec.submitted_at)
+                    itl[backend] += list(np.diff(rec.token_times))
+        return ttft, itl
+
+    def check(result, noise: Noise) -> None:
+        ttft, itl = result
+        med = {k: {b: float(np.median(v[b])) * 1e3 for b in v} for k, v in (("ttft", ttft), ("itl", itl))}
+        # a transport that added a step, a missed event or a wrong stamp would be a millisecond or more apart
+        assert abs(med["ttft"]["grpc"] - med["ttft"]["openai"]) < 1.0, med
+        assert abs(med["itl"]["grpc"] - med["itl"]["openai"]) < 0.5, med
+
+    measured(measure, check)
