@@ -492,6 +492,8 @@ def run(
     workload: opt.Workload = None,
     input_tokens: opt.InputTokens = None,
     output_tokens: opt.OutputTokens = None,
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 1.0,
     requests: Annotated[
         int | None, typer.Option("--requests", "-n", help="requests to measure", parser=REQUESTS)
     ] = None,
@@ -555,21 +557,26 @@ def run(
 
     if rate is not None and concurrency is not None:
         raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
-    if url is None and rate is None and concurrency is None:
+    if trace is not None and (workload is not None or input_tokens is not None or output_tokens is not None):
+        raise UserError("--trace gives the lengths: drop --workload, --input-tokens and --output-tokens")
+    replay = trace is not None and rate is None and concurrency is None  # the trace's own arrival times
+    if url is None and rate is None and concurrency is None and not replay:
         rate = 20.0  # the demo: the emulator at a moderate open-loop load
-    if url is not None and rate is None and concurrency is None:
-        raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
+    if url is not None and rate is None and concurrency is None and not replay:
+        raise UserError("give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)")
     if url is not None and (emulator_config is not None or scheduler is not None):
         raise UserError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
     if first_token_timeout > timeout:
         raise UserError(f"--first-token-timeout ({first_token_timeout:g} s) must not exceed --timeout ({timeout:g} s)")
     _api_key(api_key_env)
-    if workload is None and input_tokens is None and output_tokens is None:
+    if workload is None and input_tokens is None and output_tokens is None and trace is None:
         workload = "synthetic-uniform"
     if requests is None and duration is None:
-        requests = 300 if url is None else 1000
+        requests = _trace_length(trace) if trace is not None else 300 if url is None else 1000
     arrivals = arrival_spec(arrival, rate, burstiness) if rate is not None else None
-    build_requests(1, seed, workload=workload, input_tokens=input_tokens, output_tokens=output_tokens)  # checks them
+    # checks the workload options before anything starts (a trace: that it holds the requests asked for)
+    checked = requests if trace is not None and requests is not None else 1
+    build_requests(checked, seed, workload, input_tokens, output_tokens, trace=trace, rps_scale=rps_scale)
     run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     _refuse_existing_run(run_dir)
     emu = None if url is not None else _emulator_config(emulator_config, scheduler)
@@ -583,6 +590,8 @@ def run(
         workload=workload,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        trace=trace,
+        rps_scale=rps_scale,
         requests=requests,
         duration=duration,
         arrivals=arrivals,
@@ -643,6 +652,16 @@ def _finish_run(result) -> None:  # type: ignore[no-untyped-def]
             f"see infermeter report {result.run_dir}",
             ExitCode.NO_SUCCESS,
         )
+
+
+def _trace_length(trace: Path) -> int:
+    """How many usable requests a trace holds (its whole length is replayed unless --requests says otherwise)."""
+    from infermeter.workload.traces import load_burstgpt
+
+    try:
+        return len(load_burstgpt(trace))
+    except UserError as exc:
+        raise UserError(f"--trace {exc}") from None
 
 
 @contextlib.contextmanager

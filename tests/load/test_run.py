@@ -132,3 +132,19 @@ def test_bad_load_options_are_one_line_errors(tmp_path):
     p = run_cli("--url", "http://127.0.0.1:9", "--rate", "1", "--warmup", "off", "--out", str(tmp_path / "y"))
     assert p.returncode == 2 and "could not list models" in p.stderr
     assert not (tmp_path / "y").exists()  # nothing was created for a run that could not start
+
+
+def test_a_trace_is_replayed_at_its_own_arrival_times(fast_emulator, tmp_path):
+    """A BurstGPT trace's lengths and timestamps (compressed 10x) become the run's requests and send times."""
+    trace = tmp_path / "trace.csv"
+    rows = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]
+    rows += [f"{0.5 * k:.1f},ChatGPT,{8 + k},4,{12 + k},Conversation log" for k in range(12)]
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    p = run_cli("--url", fast_emulator, "--trace", trace, "--rps-scale", "10", "--warmup", "off", "--out", out)
+    assert p.returncode == 0, p.stderr
+    records = read_records(out).to_pylist()
+    assert sorted(r["input_tokens"] for r in records) == [8 + k for k in range(12)]  # the emulator's own count
+    planned = np.sort([r["scheduled_at"] for r in records])
+    np.testing.assert_allclose(np.diff(planned), 0.05, atol=1e-9)  # 0.5 s apart in the trace, 10x faster
+    assert "replay of trace.csv" in read_run_info(out).load["description"]

@@ -21,6 +21,8 @@ class RunOptions:
     workload: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    trace: Path | None = None  # a BurstGPT CSV: lengths, and arrival times unless `arrivals` replaces them
+    rps_scale: float = 1.0  # the trace's arrivals compressed this many times
     requests: int | None = None
     duration: float | None = None
     arrivals: ArrivalSpec | None = None
@@ -44,6 +46,11 @@ class RunOptions:
     gpu_price_per_hour: float | None = None
     gpus: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def open_loop(self) -> bool:
+        """Sends at arrival times (a rate process, or a trace's own) rather than on completions."""
+        return self.arrivals is not None or (self.trace is not None and self.concurrency is None)
 
     def request_count(self) -> int:
         if self.requests is not None:

@@ -43,6 +43,8 @@ def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[st
         input_tokens=opts.input_tokens,
         output_tokens=opts.output_tokens,
         arrivals=opts.arrivals,
+        trace=opts.trace,
+        rps_scale=opts.rps_scale,
     )
 
 

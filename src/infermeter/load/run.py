@@ -56,10 +56,10 @@ async def benchmark(opts: RunOptions) -> RunResult:
     clock = RunClock()
     n = opts.request_count()
     reqs, declaration = workload_for(opts, n, opts.seed)
-    if opts.concurrency is None and opts.arrivals is None:
-        raise UserError("give a load: --rate R (open loop) or --concurrency C (closed loop)")
+    if opts.concurrency is None and not opts.open_loop:
+        raise UserError("give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)")
     pattern = LoadPattern(
-        offsets=reqs.arrival_s if opts.arrivals is not None else None,
+        offsets=reqs.arrival_s if opts.open_loop else None,
         concurrency=opts.concurrency,
         duration=opts.duration,
         barrier=opts.barrier,
@@ -201,6 +201,8 @@ async def _measure(
 def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:
     if opts.arrivals is not None:
         text = f"open-loop {opts.arrivals.describe()}"
+    elif opts.open_loop and opts.trace is not None:
+        text = f"open-loop replay of {opts.trace.name}'s arrival times, compressed x{opts.rps_scale:g}"
     else:
         text = f"closed-loop concurrency {opts.concurrency}" + (", simultaneous start" if opts.barrier else "")
     return text + (f", {opts.duration:g} s" if opts.duration else "")
