@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import orjson
@@ -44,7 +44,7 @@ LEDGER = "sent.ledger"
 SUMMARY = "summary.json"
 
 Status = Literal["ok", "error", "timeout", "cancelled"]
-STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "cancelled")
+STATUSES: tuple[str, ...] = get_args(Status)
 NOT_RECORDED = "outcome not recorded"  # sent (the ledger says so) but the process ended before its record was written
 DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 

@@ -6,7 +6,6 @@ and serializes to a plain dict so a run can declare exactly what it drew from.
 
 from __future__ import annotations
 
-import csv
 import itertools
 from pathlib import Path
 from typing import Annotated, Literal
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import special
 
 from infermeter.errors import UserError
+from infermeter.workload.csv_columns import int_column, read_csv
 
 MAX_LENGTH = 10_000_000  # tokens in one prompt or reply: more is a typo, and would not fit in memory
 Length = Annotated[int, Field(ge=0, le=MAX_LENGTH)]
@@ -191,17 +191,11 @@ LengthDist = Annotated[Fixed | Uniform | Normal | LogNormal | Empirical | Quanti
 
 
 def read_length_column(path: Path, column: str) -> np.ndarray:
-    """Read one integer column of a CSV file (lengths of observed prompts or outputs)."""
-    if not path.is_file():
-        raise UserError(f"length file {path} does not exist: give the path of a CSV with a '{column}' column")
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or column not in reader.fieldnames:
-            raise UserError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
-        try:
-            values = [int(float(row[column])) for row in reader if row[column] not in ("", None)]
-        except ValueError as exc:
-            raise UserError(f"{path} column '{column}' holds a non-number: {exc}") from None
-    if not values:
+    """Read one column of whole numbers of a CSV file (lengths of observed prompts or outputs)."""
+    table = read_csv(path, f"a CSV with a '{column}' column")
+    if column not in table.column_names:
+        raise UserError(f"{path} has no column '{column}' (columns: {', '.join(table.column_names)})")
+    values = int_column(table, column, path, MAX_LENGTH)
+    if not len(values):
         raise UserError(f"{path} column '{column}' has no values")
-    return np.asarray(values, dtype=np.int64)
+    return values

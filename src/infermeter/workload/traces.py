@@ -10,54 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from infermeter.errors import UserError
 from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
+from infermeter.workload.csv_columns import int_column, number_column, read_csv
 from infermeter.workload.distributions import MAX_LENGTH
 from infermeter.workload.spec import Requests
 
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
-
-
-def _read_csv(path: Path) -> pa.Table:
-    if not path.is_file():
-        raise UserError(f"{path} does not exist: give the path of a CSV trace")
-    try:
-        return pacsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise UserError(f"{path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
-
-
-def _number_column(table: pa.Table, name: str, path: Path, whole: bool) -> np.ndarray:
-    """A column as finite floats (whole numbers from 0 to MAX_LENGTH with `whole`); the first bad row named."""
-    raw = table.column(name).to_numpy(zero_copy_only=False)
-    try:
-        x = np.asarray(raw, dtype=float)
-    except (ValueError, TypeError):
-        x = np.asarray([_float_or_nan(v) for v in raw], dtype=float)
-    bad = ~np.isfinite(x)
-    if whole:
-        bad |= (x < 0) | (x > MAX_LENGTH) | (x != np.round(x))
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        need = f"whole numbers from 0 to {MAX_LENGTH:,}" if whole else "finite numbers"
-        value = raw[row]
-        shown = repr(value) if isinstance(value, str) else "nothing" if value is None else str(value)
-        raise UserError(f"{path} column '{name}' must hold {need}: row {row + 2} holds {shown}")
-    return x
-
-
-def _float_or_nan(value: object) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _int_column(table: pa.Table, name: str, path: Path) -> np.ndarray:
-    return _number_column(table, name, path, whole=True).astype(np.int64)
 
 
 def load_burstgpt(
@@ -68,13 +28,13 @@ def load_burstgpt(
     keep_failed: bool = False,
 ) -> Requests:
     """Read a BurstGPT CSV as requests whose arrivals replay the trace, compressed rps_scale times."""
-    table = _read_csv(path)
+    table = read_csv(path)
     missing = [c for c in BURSTGPT_COLUMNS if c not in table.column_names]
     if missing:
         raise UserError(f"{path} is not a BurstGPT CSV: missing column(s) {', '.join(missing)}")
-    ts = _number_column(table, "Timestamp", path, whole=False)
-    inputs = _int_column(table, "Request tokens", path)
-    outputs = _int_column(table, "Response tokens", path)
+    ts = number_column(table, "Timestamp", path)
+    inputs = int_column(table, "Request tokens", path, MAX_LENGTH)
+    outputs = int_column(table, "Response tokens", path, MAX_LENGTH)
     models = np.asarray(table.column("Model").to_pylist(), dtype=object)
     keep = np.ones(len(ts), dtype=bool)
     if model is not None:
@@ -105,12 +65,12 @@ def load_burstgpt(
 
 def load_length_csv(path: Path, input_column: str = "input_tokens", output_column: str = "output_tokens") -> Requests:
     """Read a CSV of (input, output) lengths, one request per row, in file order."""
-    table = _read_csv(path)
+    table = read_csv(path)
     for col in (input_column, output_column):
         if col not in table.column_names:
             raise UserError(f"{path} has no column '{col}' (columns: {', '.join(table.column_names)})")
-    inputs = _int_column(table, input_column, path)
-    outputs = _int_column(table, output_column, path)
+    inputs = int_column(table, input_column, path, MAX_LENGTH)
+    outputs = int_column(table, output_column, path, MAX_LENGTH)
     classes = (
         np.asarray(table.column("request_class").to_pylist(), dtype=object)
         if "request_class" in table.column_names
