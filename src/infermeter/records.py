@@ -104,6 +104,10 @@ SCHEMA = pa.schema(
 )
 
 
+# Nullable record fields added after the first schema: records written before them read back with nulls.
+LATER_FIELDS: tuple[str, ...] = ()
+
+
 def records_to_table(records: list[RequestRecord]) -> pa.Table:
     """Arrow table of records in the contract's schema."""
     columns = {name: [getattr(r, name) for r in records] for name in SCHEMA.names}
@@ -359,7 +363,7 @@ def read_records(run_dir: Path) -> pa.Table:
     parquet = run_dir / RECORDS
     if parquet.is_file():
         try:
-            table = pq.read_table(parquet)
+            table = _conformed(pq.read_table(parquet))
             missing = [n for n in SCHEMA.names if n not in table.column_names]
             if missing:
                 raise UserError(f"{parquet} lacks the record field(s) {', '.join(missing)}: it is not infermeter's")
@@ -372,6 +376,14 @@ def read_records(run_dir: Path) -> pa.Table:
         table = _read_journal(journal)
         return pa.concat_tables([table, _unrecorded(run_dir, table)])
     raise UserError(f"{run_dir} holds no records ({RECORDS} is missing)")
+
+
+def _conformed(table: pa.Table) -> pa.Table:
+    """A table written before some nullable fields existed, with those fields added as nulls."""
+    for name in LATER_FIELDS:
+        if name not in table.column_names:
+            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    return table
 
 
 def is_sealed(run_dir: Path) -> bool:
