@@ -416,7 +416,18 @@ KINDS: dict[str, Kind] = {
     "run_dirs": RUN_DIRS,
     "out": RUN_OUT,
 }
+SCENARIO = Kind(
+    (
+        *missing_or_malformed("scenario"),
+        *files("s.yaml", "bogus: 1", "load: 5", "load: {rat: 1}", "load: {burstiness: -1}", "monitors: {gpus: .nan}"),
+        *files("s.yaml", "load: {concurrency: 2}", "workload: {seed: -1}", "target: {url: 'ftp://x'}"),
+        *files("s.yaml", "emulator: {speed: 0}", "target: {timeout: 1, first_token_timeout: 2}"),
+        *files("s.yaml", "workload: {trace: missing.csv}", "workload: {workload: no-such-workload}"),
+        file("old-run.json", '{"schema_version": "infermeter.run/1", "kind": "live"}'),
+    )
+)
 PER_COMMAND: dict[tuple[str, str], Kind] = {
+    ("run", "config"): SCENARIO,
     ("workload", "name"): WORKLOAD,
     ("workload", "out"): WORKLOAD_OUT,
     ("profile-prefill", "out"): CURVE_OUT,
@@ -452,6 +463,7 @@ ALONGSIDE: dict[str, dict[str, str | None]] = {
     "burstiness": {"arrival": "gamma"},
     "emulator_config": {"url": None, "model": None},
     "scheduler": {"url": None, "model": None},
+    "config": {"url": None, "model": None},
 }
 # where commands start serving or measuring: a bad value that got this far was let through
 MEASURING = (

@@ -20,6 +20,8 @@ from rich.console import Console
 
 from infermeter import cli_options as opt
 from infermeter import secrets
+from infermeter.config.run import Load, Monitors, Objectives, Target, Workload
+from infermeter.config.scenario import Given
 from infermeter.errors import ExitCode, Stopped, UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
@@ -119,7 +121,7 @@ def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
 @app.command()
 def workload(
     name: Annotated[
-        str, typer.Argument(help="standard workload name or a YAML/JSON workload file", parser=opt._spec(opt._workload))
+        str, typer.Argument(help="standard workload name or a YAML/JSON workload file", parser=opt.WORKLOAD)
     ],
     requests: Annotated[
         int, typer.Option("--requests", "-n", help="how many requests to draw", parser=REQUESTS)
@@ -227,7 +229,7 @@ def _engine_config(
 @app.command()
 def sim(
     workload: Annotated[
-        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt._spec(opt._workload))
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
     ] = "synthetic-skewed",
     trace: opt.Trace = None,
     rps_scale: opt.RpsScale = 1.0,
@@ -258,7 +260,7 @@ def sim(
     config: Annotated[
         Path | None,
         typer.Option(
-            help="engine config YAML/JSON (any EngineConfig field)", parser=opt.config_file(opt._engine_config)
+            help="engine config YAML/JSON (any EngineConfig field)", parser=opt.ENGINE_CONFIG_FILE
         ),
     ] = None,
     token_times: Annotated[
@@ -354,7 +356,7 @@ def sim_sweep(
     ] = SWEEP_BINS,  # type: ignore[assignment]
     step: Annotated[str, typer.Option(help="1, 2 or both", parser=opt.choice("1", "2", "both"))] = "both",
     workload: Annotated[
-        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt._spec(opt._workload))
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
     ] = "synthetic-skewed",
     trace: opt.Trace = None,
     rps_scale: opt.RpsScale = 10.0,
@@ -480,148 +482,50 @@ def _run_async(coro):  # type: ignore[no-untyped-def]
     return uvloop.run(coro)
 
 
+RUN_PARTS = (
+    opt.Part("target", Target),
+    opt.Part("workload", Workload),
+    opt.Part("load", Load),
+    opt.Part("objectives", Objectives),
+    opt.Part("monitors", Monitors),
+)
+
+
 @app.command()
+@opt.built_from(*RUN_PARTS)
 def run(
-    url: Annotated[
-        str | None,
-        typer.Option(help="server base URL; without it the embedded emulator is benchmarked", parser=opt.url),
-    ] = None,
-    api: opt.Api = "completions",
-    backend: opt.BackendName = "openai",
-    model: opt.Model = None,
-    workload: opt.Workload = None,
-    input_tokens: opt.InputTokens = None,
-    output_tokens: opt.OutputTokens = None,
-    trace: opt.Trace = None,
-    rps_scale: opt.RpsScale = 1.0,
-    requests: Annotated[
-        int | None, typer.Option("--requests", "-n", help="requests to measure", parser=REQUESTS)
-    ] = None,
-    duration: Annotated[
-        float | None,
-        typer.Option(help="stop sending after this many seconds", parser=opt.number(0, opt.MAX_SECONDS, True)),
-    ] = None,
-    rate: opt.Rate = None,
-    arrival: opt.Arrival = "poisson",
-    burstiness: opt.Burstiness = 1.0,
-    concurrency: Annotated[
-        int | None, typer.Option(help="closed loop: requests kept in flight", parser=opt.integer(1, 100_000))
-    ] = None,
-    barrier: Annotated[bool, typer.Option(help="closed loop: release the first C requests together")] = False,
-    warmup: opt.Warmup = "auto",  # type: ignore[assignment]
-    seed: opt.Seed = 42,
-    slo: opt.Slo = None,
-    deadlines: opt.Deadlines = None,
-    tokenizer: opt.Tokenizer = None,
-    ignore_eos: Annotated[
-        bool,
-        typer.Option(
-            help="ask the server to run every reply to max_tokens (vLLM, llama.cpp; hosted APIs may reject it)"
-        ),
-    ] = True,
-    extra_body: Annotated[
-        dict[str, Any] | None,
-        typer.Option(
-            help='JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'', parser=opt.extra_body
-        ),
-    ] = None,
-    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
-    scrape_interval: Annotated[
-        float, typer.Option(help="seconds between server /metrics scrapes (0: off)", parser=INTERVAL)
-    ] = 1.0,
-    telemetry_interval: Annotated[
-        float, typer.Option(help="seconds between host telemetry samples (0: off)", parser=INTERVAL)
-    ] = 1.0,
-    gpu_price: Annotated[
-        float | None, typer.Option(help="price per GPU-hour, for cost per million tokens", parser=opt.number(0, 1e6))
-    ] = None,
-    gpus: Annotated[
-        int | None,
-        typer.Option(help="GPUs serving (cost denominator; default: NVML count)", parser=opt.integer(1, 100_000)),
-    ] = None,
+    given: Given,
+    config: opt.ScenarioFile = None,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/run-YYYYmmdd-HHMMSS)", parser=opt.out_path)
     ] = None,
-    timeout: Annotated[float, typer.Option(help="total seconds allowed per request", parser=TIMEOUT)] = 900.0,
-    first_token_timeout: Annotated[
-        float, typer.Option(help="seconds allowed until the first token", parser=TIMEOUT)
-    ] = 120.0,
     emulator_config: opt.EmulatorConfigFile = None,
     scheduler: opt.Scheduler = None,
     progress: opt.Progress = True,
 ) -> None:
-    """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report."""
-    from infermeter.load.options import RunOptions
+    """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report.  Options
+    may come from a scenario file (--config), and RUN_DIR/run.json runs a run again."""
+    from infermeter.config.scenario import run_config
     from infermeter.load.run import benchmark
     from infermeter.report.console import minimum_report
 
-    if rate is not None and concurrency is not None:
-        raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
-    if trace is not None and (workload is not None or input_tokens is not None or output_tokens is not None):
-        raise UserError("--trace gives the lengths: drop --workload, --input-tokens and --output-tokens")
-    replay = trace is not None and rate is None and concurrency is None  # the trace's own arrival times
-    if url is None and rate is None and concurrency is None and not replay:
-        rate = 20.0  # the demo: the emulator at a moderate open-loop load
-    if url is not None and rate is None and concurrency is None and not replay:
-        raise UserError("give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)")
-    if url is not None and (emulator_config is not None or scheduler is not None):
-        raise UserError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
-    if first_token_timeout > timeout:
-        raise UserError(f"--first-token-timeout ({first_token_timeout:g} s) must not exceed --timeout ({timeout:g} s)")
-    _api_key(api_key_env)
-    if workload is None and input_tokens is None and output_tokens is None and trace is None:
-        workload = "synthetic-uniform"
-    if requests is None and duration is None:
-        requests = _trace_length(trace) if trace is not None else 300 if url is None else 1000
-    arrivals = arrival_spec(arrival, rate, burstiness) if rate is not None else None
+    cfg = run_config(config, given, emulator_config, scheduler)
+    _api_key(cfg.target.api_key_env)
+    w, load = cfg.workload, cfg.load
+    cfg = cfg.resolved(_trace_length(w.trace) if w.trace is not None and load.requests is None else None)
+    w, load = cfg.workload, cfg.load
     # checks the workload options before anything starts (a trace: that it holds the requests asked for)
-    checked = requests if trace is not None and requests is not None else 1
-    build_requests(checked, seed, workload, input_tokens, output_tokens, trace=trace, rps_scale=rps_scale)
+    checked = load.requests if w.trace is not None and load.requests is not None else 1
+    build_requests(checked, w.seed, w.workload, w.input_tokens, w.output_tokens, trace=w.trace, rps_scale=w.rps_scale)
     run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     _refuse_existing_run(run_dir)
-    emu = None if url is not None else _emulator_config(emulator_config, scheduler)
-    run_opts = RunOptions(
-        url=url or "",
-        out=run_dir,
-        api=api,  # type: ignore[arg-type]
-        backend=backend,
-        model=model or "",
-        api_key_env=api_key_env,
-        workload=workload,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        trace=trace,
-        rps_scale=rps_scale,
-        requests=requests,
-        duration=duration,
-        arrivals=arrivals,
-        concurrency=concurrency,
-        barrier=barrier,
-        warmup=warmup,
-        seed=seed,
-        slo=parse_slo(slo) if slo else {},
-        first_token_timeout=first_token_timeout,
-        total_timeout=timeout,
-        progress=progress,
-        deadlines=deadlines,
-        tokenizer=tokenizer,
-        scrape_interval=scrape_interval,
-        telemetry_interval=telemetry_interval,
-        gpu_price_per_hour=gpu_price,
-        gpus=gpus,
-        extra_body=extra_body or {},
-        ignore_eos=ignore_eos,
-    )
-    with _target(url, emu, backend) as (target_url, sut, metrics_url):
+    run_opts = cfg.options(run_dir, progress)
+    with _target(cfg.target.url, cfg.emulator, cfg.target.backend) as (target_url, sut, metrics_url):
         run_opts.url, run_opts.sut, run_opts.metrics_url = target_url, sut, metrics_url
         result = _run_async(benchmark(run_opts))
     print(minimum_report(result.summary, read_run_info(result.run_dir)))
     print(f"\nrun directory: {result.run_dir}  (full tables: infermeter report {result.run_dir})")
     _finish_run(result)
-
-
-INTERVAL = opt.number(0, 3600, what="a number of seconds (0 turns it off)")
-TIMEOUT = opt.number(0, opt.MAX_SECONDS, lo_open=True, what="a number of seconds")
 
 
 def _api_key(env: str) -> None:
@@ -700,7 +604,7 @@ def prompt(
     tokenizer: Annotated[
         str,
         typer.Option(
-            help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt._spec(opt._tokenizer)
+            help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt.TOKENIZER
         ),
     ],
     tokens: Annotated[int, typer.Option(help="exact token count of the prompt", parser=opt.integer(1, 1_000_000))],
@@ -795,20 +699,24 @@ def profile_prefill_cmd(
     print(f"saved {out}: use --deadlines ttft=@{out},slack=50ms,tbt=25ms")
 
 
+CAPACITY_PARTS = (
+    opt.Part("target", Target),
+    opt.Part("workload", Workload, only=("workload", "input_tokens", "output_tokens", "trace", "tokenizer", "seed")),
+    opt.Part(
+        "load",
+        Load,
+        only=("requests", "arrival", "burstiness", "warmup"),
+        defaults={"requests": 300},
+        help={"requests": "requests per probe", "warmup": "auto, N requests, or off (per probe)"},
+    ),
+)
+
+
 @app.command()
+@opt.built_from(*CAPACITY_PARTS)
 def capacity(
+    given: Given,
     slo: opt.CapacitySlo,
-    url: opt.Url = None,
-    api: opt.Api = "completions",
-    backend: opt.BackendName = "openai",
-    model: opt.Model = None,
-    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
-    workload: opt.Workload = None,
-    input_tokens: opt.InputTokens = None,
-    output_tokens: opt.OutputTokens = None,
-    requests: Annotated[int, typer.Option("--requests", "-n", help="requests per probe", parser=REQUESTS)] = 300,
-    arrival: opt.Arrival = "poisson",
-    burstiness: opt.Burstiness = 1.0,
     start_rate: Annotated[float, typer.Option(help="first offered rate, req/s", parser=opt.RATE)] = 1.0,
     max_rate: Annotated[float, typer.Option(help="never probe above this rate", parser=opt.RATE)] = 1000.0,
     tolerance: Annotated[
@@ -819,10 +727,6 @@ def capacity(
     min_success: Annotated[
         float, typer.Option(help="a probe also needs this share of requests to succeed", parser=opt.number(0, 1))
     ] = 0.99,
-    warmup: Annotated[int, typer.Option(help="auto, N requests, or off (per probe)", parser=opt.warmup)] = (
-        "auto"  # type: ignore[assignment]
-    ),
-    seed: opt.Seed = 42,
     out: Annotated[Path, typer.Option(help="directory for the probes and capacity.json", parser=opt.out_path)] = Path(
         "runs/capacity"
     ),
@@ -830,35 +734,29 @@ def capacity(
     scheduler: opt.Scheduler = None,
     progress: Annotated[bool, typer.Option(help="show live progress of each probe")] = True,
 ) -> None:
-    """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming."""
-    from infermeter.load.options import RunOptions
+    """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming.  With
+    --trace each probe replays the trace's lengths and arrival pattern, scaled to the probe's rate."""
+    from infermeter.config.scenario import run_config
     from infermeter.load.run import benchmark
     from infermeter.suites.capacity import claim_search_dir, search
     from infermeter.suites.slo import parse_capacity_slo
+    from infermeter.workload.traces import load_burstgpt, offered_rate
 
     slos = [parse_capacity_slo(s) for s in slo]
     if max_rate < start_rate:
         raise UserError(f"--max-rate ({max_rate:g}) is below --start-rate ({start_rate:g})")
-    if url is not None and (emulator_config is not None or scheduler is not None):
-        raise UserError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
-    _api_key(api_key_env)
-    if workload is None and input_tokens is None and output_tokens is None:
-        workload = "synthetic-uniform"
-    build_requests(1, seed, workload=workload, input_tokens=input_tokens, output_tokens=output_tokens)  # checks them
-    arrival_spec(arrival, start_rate, burstiness)
-    emu = None if url is not None else _emulator_config(emulator_config, scheduler)
+    load = given.setdefault("load", {})
+    load.setdefault("rate", start_rate)  # a placeholder: each probe sets its own
+    cfg = run_config(None, given, emulator_config, scheduler)
+    _api_key(cfg.target.api_key_env)
+    cfg = cfg.resolved()
+    w, requests = cfg.workload, cfg.load.requests or 300
+    build_requests(requests if w.trace else 1, w.seed, w.workload, w.input_tokens, w.output_tokens, trace=w.trace)
+    natural = offered_rate(load_burstgpt(w.trace, requests)) if w.trace is not None else None
+    arrival_spec(cfg.load.arrival, start_rate, cfg.load.burstiness)
+    url, emu, backend = cfg.target.url, cfg.emulator, cfg.target.backend
     settings = {
-        "target": url or (emu.model_dump(mode="json") if emu is not None else None),
-        "api": api,
-        "model": model,
-        "workload": workload,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "requests": requests,
-        "arrival": arrival,
-        "burstiness": burstiness,
-        "warmup": warmup,
-        "seed": seed,
+        "config": cfg.model_dump(mode="json", exclude={"load": {"rate"}}),
         "slos": [s.text for s in slos],
         "min_success": min_success,
     }
@@ -878,24 +776,14 @@ def capacity(
     with _target(url, emu, backend) as (target_url, sut, metrics_url):
 
         def run_probe(rate: float, run_dir: Path) -> None:
-            probe = RunOptions(
-                url=target_url,
-                out=run_dir,
-                api=api,  # type: ignore[arg-type]
-                backend=backend,
-                model=model or "",
-                api_key_env=api_key_env,
-                workload=workload,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                requests=requests,
-                arrivals=arrival_spec(arrival, rate, burstiness),
-                warmup=warmup,
-                seed=seed,
-                sut=sut,
-                metrics_url=metrics_url,
-                progress=progress,
-            )
+            probe_cfg = cfg.model_copy(update={"load": cfg.load.model_copy(update={"rate": rate})})
+            if natural is not None:  # the trace's own arrival pattern, compressed to the probe's rate
+                scaled = w.model_copy(update={"rps_scale": rate / natural})
+                probe_cfg = probe_cfg.model_copy(
+                    update={"workload": scaled, "load": cfg.load.model_copy(update={"rate": None})}
+                )
+            probe = probe_cfg.options(run_dir, progress)
+            probe.url, probe.sut, probe.metrics_url = target_url, sut, metrics_url
             result = _run_async(benchmark(probe))
             if result.stopped is not None:
                 code = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
@@ -924,7 +812,7 @@ def serve(
     port: Annotated[int, typer.Option(help="port; 0 picks a free one", parser=opt.integer(0, 65535))] = 8000,
     scheduler: opt.Scheduler = None,
     config: Annotated[
-        Path | None, typer.Option(help="emulator config YAML/JSON", parser=opt.config_file(opt._emulator_config))
+        Path | None, typer.Option(help="emulator config YAML/JSON", parser=opt.EMULATOR_CONFIG_FILE)
     ] = None,
 ) -> None:
     """Run the emulator standalone: an OpenAI-compatible server over the engine model."""

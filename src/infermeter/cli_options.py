@@ -1,371 +1,217 @@
-"""One definition of every option that several commands share, each with the check that makes a bad value a
-one-line usage error naming the option (exit code 2) before anything is measured or written."""
+"""The command line's options: each check of `config.checks` as a typer parser (a bad value is a one-line usage
+error naming the option, exit code 2, before anything is measured or written), the options several commands share
+declared once from the configuration sections' fields, and `built_from`, which makes a command's options from
+sections."""
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
-import math
-import re
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
-import orjson
 import typer
 
-from infermeter.client.backend import BACKENDS
+from infermeter.config import checks
+from infermeter.config.run import Load, Objectives, Target
+from infermeter.config.run import Workload as WorkloadSection
+from infermeter.config.section import Section
 from infermeter.engine.registry import SCHEDULERS
-from infermeter.errors import UserError
-from infermeter.secrets import redact_url
-from infermeter.workload.build import RATE_PROCESSES
 from infermeter.workload.distributions import MAX_LENGTH
 
 T = TypeVar("T")
 
-MAX_REQUESTS = 10_000_000  # per run or simulation: more is a typo, and would not fit in memory
-MAX_SECONDS = 7 * 86400.0
-MAX_RATE = 1_000_000.0
-MAX_SEED = 2**32 - 1
+MAX_REQUESTS, MAX_SECONDS, MAX_RATE, MAX_SEED = (
+    checks.MAX_REQUESTS,
+    checks.MAX_SECONDS,
+    checks.MAX_RATE,
+    checks.MAX_SEED,
+)
+__all__ = ["MAX_LENGTH", "built_from"]
 
 
-def _text(value: Any) -> str:
-    """A bad value as the user typed it, quoted when it is empty or has spaces at its ends."""
-    return value if isinstance(value, str) and value and value.strip() == value else repr(value)
+def parser(check: Callable[[Any], T]) -> Callable[[Any], T]:
+    """A check as a typer parser: its ValueError becomes the usage error that names the option."""
+
+    def parse(value: Any) -> T:
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return parse
 
 
 def number(
     lo: float | None = None, hi: float | None = None, lo_open: bool = False, what: str = "a number"
 ) -> Callable[[Any], float]:
-    """A parser for a finite float in [lo, hi] (or (lo, hi] with lo_open)."""
-
-    def parse(value: Any) -> float:
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            raise typer.BadParameter(f"expected {what}, got {_text(value)}") from None
-        bad_lo = lo is not None and (x <= lo if lo_open else x < lo)
-        if not math.isfinite(x) or bad_lo or (hi is not None and x > hi):
-            low = "" if lo is None else f"{'above' if lo_open else 'at least'} {lo:g}"
-            high = "" if hi is None else f"at most {hi:g}"
-            raise typer.BadParameter(f"must be {what} {' and '.join(p for p in (low, high) if p)}, got {_text(value)}")
-        return x
-
-    return parse
+    return parser(checks.number(lo, hi, lo_open, what))
 
 
 def integer(lo: int, hi: int, what: str = "a whole number") -> Callable[[Any], int]:
-    """A parser for an int in [lo, hi]; '1e3' and '2.0' are accepted when they are whole."""
-
-    def parse(value: Any) -> int:
-        try:
-            x = float(value) if not isinstance(value, int) else value
-            if isinstance(x, float) and (not math.isfinite(x) or not x.is_integer()):
-                raise ValueError
-            n = int(x)
-        except (TypeError, ValueError, OverflowError):
-            raise typer.BadParameter(f"expected {what}, got {_text(value)}") from None
-        if not lo <= n <= hi:
-            raise typer.BadParameter(f"must be {what} from {lo:,} to {hi:,}, got {_text(value)}")
-        return n
-
-    return parse
+    return parser(checks.integer(lo, hi, what))
 
 
 def choice(*names: str) -> Callable[[Any], str]:
-    """A parser for one of a fixed set of names."""
-
-    def parse(value: Any) -> str:
-        if value not in names:
-            raise typer.BadParameter(f"must be one of {', '.join(names)}, got {_text(value)}")
-        return str(value)
-
-    return parse
+    return parser(checks.choice(*names))
 
 
 def int_list(lo: int, hi: int) -> Callable[[Any], list[int]]:
-    """A parser for comma-separated whole numbers, each in [lo, hi].  For a `list[int]` option, which may be
-    repeated: typer keeps one list per occurrence (and per default item), which `flat` joins."""
-    one = integer(lo, hi)
-
-    def parse(value: Any) -> list[int]:
-        if isinstance(value, list):
-            return value
-        items = [x.strip() for x in str(value).split(",")]
-        if not any(items):
-            raise typer.BadParameter(f"expected comma-separated whole numbers from {lo:,} to {hi:,}, got {value!r}")
-        return [one(x) for x in items if x]
-
-    return parse
+    return parser(checks.int_list(lo, hi))
 
 
-def flat(groups: list[Any]) -> list[int]:
-    """The whole numbers of an `int_list` option, however many times it was given."""
-    return [n for g in groups for n in (g if isinstance(g, list) else [g])]
+flat = checks.flat
+url = parser(checks.url)
+warmup = parser(checks.warmup)
+extra_body = parser(checks.extra_body)
+host = parser(checks.host)
+out_path = parser(checks.out_path)
+existing_file = parser(checks.existing_file)
+env_name = parser(checks.env_name)
+RATE = parser(checks.RATE)
+SLO = parser(checks.SLO)
+DEADLINES = parser(checks.DEADLINES)
+WORKLOAD = parser(checks.WORKLOAD)
+TOKENIZER = parser(checks.TOKENIZER)
+ENGINE_CONFIG_FILE = parser(checks.ENGINE_CONFIG_FILE)
+EMULATOR_CONFIG_FILE = parser(checks.EMULATOR_CONFIG_FILE)
 
 
-def url(value: Any) -> str:
-    """An http(s) base URL with a host (and a valid port when one is given)."""
-    text = str(value).strip()
-    try:
-        parts = urlsplit(text)
-        port_ok = parts.port is None or 0 < parts.port < 65536
-    except ValueError:
-        parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or " " in text:
-        raise typer.BadParameter(f"expected a base URL such as http://127.0.0.1:8000, got {redact_url(text)!r}")
-    if parts.username is not None or parts.password is not None:
-        raise typer.BadParameter(
-            f"{redact_url(text)!r} carries credentials: put the key in $OPENAI_API_KEY (or --api-key-env) instead"
-        )
-    return text.rstrip("/")
+# ----- options made from configuration sections
 
 
-def warmup(value: Any) -> int:
-    """auto: the draft's rule (-1); off: none (0); N: exactly N warm-up requests."""
-    text = str(value).strip().lower()
-    if text in ("auto", "off"):
-        return -1 if text == "auto" else 0
-    return integer(1, MAX_REQUESTS, "auto, off or a number of requests")(text)
+@dataclass(frozen=True)
+class Part:
+    """The options a command takes from one section: all its fields or `only` these, with a command's own
+    defaults (shown in help and applied when the option is not given) and help where it differs."""
+
+    key: str
+    section: type[Section]
+    only: tuple[str, ...] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    help: dict[str, str] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return [n for n in self.section.model_fields if self.only is None or n in self.only]
 
 
-def json_object(value: Any) -> dict[str, Any]:
-    """A JSON object given on the command line."""
-    if isinstance(value, dict):
-        return value
-    try:
-        parsed = orjson.loads(str(value))
-    except orjson.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON ({exc}): give an object such as '{{\"top_p\": 0.9}}'") from None
-    if not isinstance(parsed, dict):
-        raise typer.BadParameter("must be a JSON object such as '{\"top_p\": 0.9}'")
-    return parsed
+def _cli_type(annotation: Any) -> Any:
+    """The type typer sees: optional (an option not given is None), and str for a Literal (its check parses it)."""
+    args = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) is not None else []
+    base = args[0] if len(args) == 1 and get_origin(annotation) is not Literal else annotation
+    if get_origin(base) is Literal:
+        base = str
+    return base | None
 
 
-BODY_KEYS_SET_BY_INFERMETER = (
-    "model",
-    "prompt",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "n",
-    "stream",
-    "stream_options",
-)
+def _shown(value: Any) -> str:
+    return {-1: "auto", 0: "off"}.get(value, str(value)) if isinstance(value, int) else str(value)
 
 
-def extra_body(value: Any) -> dict[str, Any]:
-    """A JSON object merged into request bodies; the fields that make the measurement are not its to change."""
-    body = json_object(value)
-    taken = [k for k in BODY_KEYS_SET_BY_INFERMETER if k in body]
-    if taken:
-        raise typer.BadParameter(
-            f"sets {', '.join(taken)}, which infermeter controls (the model with --model, lengths with the "
-            "workload, streaming always on): leave them out"
-        )
-    return body
+def section_option(part: Part, name: str) -> inspect.Parameter:
+    """One field of a section as a typer option; None when not given, so a scenario file's value stands."""
+    info = part.section.model_fields[name]
+    flag = part.section.flag(name)
+    help_text = part.help.get(name) or (flag.help if flag else "")
+    default = part.defaults.get(name, info.get_default(call_default_factory=True))
+    if default not in (None, {}, []):
+        help_text += f" (default: {_shown(default)})"
+    names = flag.names if flag and flag.names else ()
+    kind = _cli_type(info.annotation)
+    extra: dict[str, Any] = {}
+    if flag is not None and flag.check is not None and kind is not (bool | None):
+        extra["parser"] = parser(flag.check)
+    option = typer.Option(*names, help=help_text, show_default=False, **extra)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
 
 
-_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+def built_from(*parts: Part) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the options of these sections.  The command is called with `given` (section -> field ->
+    value, only what the command line gave, command defaults included) and its own parameters."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
+        made = [(part, section_option(part, name)) for part in parts for name in part.names()]
+
+        def command(**kwargs: Any) -> Any:
+            given: dict[str, dict[str, Any]] = {}
+            for part, param in made:
+                value = kwargs.pop(param.name)
+                if value is None:
+                    value = part.defaults.get(param.name)
+                if value is not None:
+                    given.setdefault(part.key, {})[param.name] = value
+            return fn(given, **kwargs)
+
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + [p for _, p in made]
+        params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required options first
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        command.__name__, command.__doc__ = fn.__name__, fn.__doc__
+        return command
+
+    return decorate
 
 
-def host(value: Any) -> str:
-    """An address to listen on: an IP address or a host name, checked by its form (nothing is looked up)."""
-    text = str(value)
-    with contextlib.suppress(ValueError):
-        ipaddress.ip_address(text)
-        return text
-    labels = text.removesuffix(".").split(".")
-    if len(text) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in labels) or labels[-1].isdigit():
-        raise typer.BadParameter(
-            f"expected an IP address or a host name such as 127.0.0.1, 0.0.0.0 or localhost, got {text!r}"
-        )
-    return text
+def shared(section: type[Section], name: str, **defaults: Any) -> Any:
+    """A section's field as an Annotated option type, for commands that take it without the whole section."""
+    param = section_option(Part("", section, defaults=defaults), name)
+    return param.annotation
 
 
-def out_path(value: Any) -> Path:
-    """Where a command writes: a non-empty path whose existing ancestors are directories."""
-    text = str(value)
-    if not text.strip():
-        raise typer.BadParameter("is empty: give the path to write to")
-    path = Path(text)
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise typer.BadParameter(f"{path} cannot be made: {parent} is a file, not a directory")
-            break
-    return path
+# ----- the shared options, one definition each: a section's field where one exists
 
 
-def existing_file(value: Any) -> Path:
-    """A file that exists and can be read."""
-    path = Path(str(value))
-    if not path.exists():
-        raise typer.BadParameter(f"{path} does not exist")
-    if not path.is_file():
-        raise typer.BadParameter(f"{path} is not a file")
-    try:
-        with path.open("rb") as fh:
-            fh.read(1)
-    except OSError as exc:
-        raise typer.BadParameter(f"{path} cannot be read ({exc.strerror})") from None
-    return path
+def like(section: type[Section], name: str, kind: Any = None, help: str | None = None) -> Any:
+    """A section's field as an option type for a command that sets its own default (`x: like(...) = default`)."""
+    flag = section.flag(name)
+    assert flag is not None, f"{section.__name__}.{name} declares no Flag"
+    extra = {"parser": parser(flag.check)} if flag.check is not None else {}
+    option = typer.Option(*flag.names, help=help or flag.help, **extra)
+    return Annotated[kind if kind is not None else section.model_fields[name].annotation, option]
 
 
-def _checked(convert: Callable[[Any], T], check: Callable[[T], Any]) -> Callable[[Any], T]:
-    """A parser: `convert` the raw value, then `check` it; the check's UserError becomes a usage error."""
-
-    def parse(value: Any) -> T:
-        converted = convert(value)
-        try:
-            check(converted)
-        except UserError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        return converted
-
-    return parse
-
-
-def config_file(load: Callable[[Path], Any]) -> Callable[[Any], Path]:
-    """A parser for a config file that exists and whose content `load` accepts (read again where it is used)."""
-    return _checked(existing_file, load)
-
-
-def _engine_config(path: Path) -> Any:
-    from infermeter.engine.config import load_engine_config
-
-    return load_engine_config(path)
-
-
-def _emulator_config(path: Path) -> Any:
-    from infermeter.emulator.config import load_emulator_config
-
-    return load_emulator_config(path)
-
-
-def env_name(value: Any) -> str:
-    """The name of an environment variable."""
-    text = str(value)
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", text):
-        raise typer.BadParameter(f"expected the name of an environment variable such as OPENAI_API_KEY, got {text!r}")
-    return text
-
-
-def _spec(parse: Callable[[str], Any]) -> Callable[[Any], str]:
-    """Validate a spec string with `parse` (its UserError becomes a usage error) and keep the text."""
-    return _checked(str, parse)
-
-
-def _slo(text: str) -> Any:
-    from infermeter.metrics.goodput import parse_slo
-
-    return parse_slo(text)
-
-
-def _deadlines(text: str) -> Any:
-    from infermeter.metrics.fluidity import parse_deadlines
-
-    return parse_deadlines(text)
-
-
-def _capacity_slo(text: str) -> Any:
-    from infermeter.suites.slo import parse_capacity_slo
-
-    return parse_capacity_slo(text)
-
-
-def _tokenizer(text: str) -> str:
-    from infermeter.workload.tokenizers import TIKTOKEN_SHA256
-
-    if text in TIKTOKEN_SHA256:
-        return text
-    from infermeter.workload.tokenizers import resolve_tokenizer
-
-    path = Path(text)
-    if path.suffix.lower() not in (".json", ".gguf"):
-        raise UserError(f"unknown tokenizer {text!r}: use cl100k_base, o200k_base, a tokenizer.json or a .gguf file")
-    existing_file(path)
-    resolve_tokenizer(text)  # a malformed file is refused now, not once the run has started
-    return text
-
-
-def _workload(text: str) -> str:
-    from infermeter.workload.spec import generate
-    from infermeter.workload.standard import resolve
-
-    generate(resolve(text), 1, 0)  # draws one request: reads any length CSV the workload names
-    return text
-
-
-# ----- the shared options, one definition each
-
-Url = Annotated[str | None, typer.Option(help="server base URL; without it the embedded emulator", parser=url)]
-Api = Annotated[str, typer.Option(help="completions or chat", parser=choice("completions", "chat"))]
-BackendName = Annotated[
-    str, typer.Option("--backend", help=f"transport: {', '.join(BACKENDS)}", parser=choice(*BACKENDS))
-]
-Model = Annotated[str | None, typer.Option(help="model name; default: the first the server lists")]
-Workload = Annotated[
-    str | None, typer.Option(help="standard workload name or YAML/JSON workload file", parser=_spec(_workload))
-]
-InputTokens = Annotated[
-    int | None, typer.Option(help="fixed prompt length (with --output-tokens)", parser=integer(1, MAX_LENGTH))
-]
-OutputTokens = Annotated[
-    int | None, typer.Option(help="fixed output length (with --input-tokens)", parser=integer(1, MAX_LENGTH))
-]
-RATE = number(0, MAX_RATE, lo_open=True, what="a rate in requests per second")
-Rate = Annotated[float | None, typer.Option(help="open loop: requests per second", parser=RATE)]
-ArrivalRate = Annotated[
-    float | None, typer.Option(help="arrival rate, requests/s; without it every request arrives at t=0", parser=RATE)
-]
-Arrival = Annotated[str, typer.Option(help="poisson, gamma, constant or uniform", parser=choice(*RATE_PROCESSES))]
-Burstiness = Annotated[
-    float,
-    typer.Option(help="gamma shape: 1 is Poisson, below 1 burstier", parser=number(0, 1e6, lo_open=True)),
-]
-Seed = Annotated[int, typer.Option(help="random seed (recorded)", parser=integer(0, MAX_SEED))]
-Warmup = Annotated[
-    int, typer.Option(help="auto (>= 100 requests and 10,000 tokens), N requests, or off", parser=warmup)
-]
-Slo = Annotated[str | None, typer.Option(help="goodput SLO, e.g. ttft=200ms,tpot=50ms", parser=_spec(_slo))]
-Deadlines = Annotated[
-    str | None,
-    typer.Option(
-        help="fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]",
-        parser=_spec(_deadlines),
-    ),
-]
+Url = like(Target, "url")
+Api = like(Target, "api", str)
+BackendName = like(Target, "backend")
+Model = like(Target, "model")
+ApiKeyEnv = like(Target, "api_key_env")
+Workload = like(WorkloadSection, "workload")
+InputTokens = like(WorkloadSection, "input_tokens")
+OutputTokens = like(WorkloadSection, "output_tokens")
+Trace = like(WorkloadSection, "trace")
+RpsScale = like(WorkloadSection, "rps_scale")
+Tokenizer = like(WorkloadSection, "tokenizer")
+Seed = like(WorkloadSection, "seed")
+Rate = like(Load, "rate")
+ArrivalRate = like(Load, "rate", help="arrival rate, requests/s; without it every request arrives at t=0")
+Arrival = like(Load, "arrival")
+Burstiness = like(Load, "burstiness")
+Warmup = like(Load, "warmup")
+Slo = like(Objectives, "slo")
+Deadlines = like(Objectives, "deadlines")
 CapacitySlo = Annotated[
     list[str],
     typer.Option(
         help="repeatable: ttft:p99<=500ms | fluidity:tbt=25ms,ttft=300ms,target=0.9,share=0.99 | "
         "goodput:ttft=200ms,tpot=50ms,fraction=0.9",
-        parser=_spec(_capacity_slo),
-    ),
-]
-Tokenizer = Annotated[
-    str | None,
-    typer.Option(
-        help="exact-length prompts: cl100k_base, o200k_base, tokenizer.json or .gguf (chat template with --api chat)",
-        parser=_spec(_tokenizer),
+        parser=parser(checks.CAPACITY_SLO),
     ),
 ]
 Scheduler = Annotated[str | None, typer.Option(help=", ".join(SCHEDULERS), parser=choice(*SCHEDULERS))]
 EmulatorConfigFile = Annotated[
-    Path | None,
-    typer.Option(help="emulator config YAML/JSON (runs without --url)", parser=config_file(_emulator_config)),
+    Path | None, typer.Option(help="emulator config YAML/JSON (runs without --url)", parser=EMULATOR_CONFIG_FILE)
 ]
-ConfigFile = Annotated[Path | None, typer.Option(help="config YAML/JSON", parser=existing_file)]
-Trace = Annotated[Path | None, typer.Option(help="a BurstGPT CSV: lengths and arrival times", parser=existing_file)]
-RpsScale = Annotated[
-    float, typer.Option(help="trace arrivals compressed this many times", parser=number(0, 1e6, lo_open=True))
+ScenarioFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="scenario YAML/JSON with the sections target, workload, load, objectives, monitors, emulator; or a "
+        "run directory (its run.json) to run again; options given beside it override its keys",
+    ),
 ]
 Progress = Annotated[bool, typer.Option(help="show live progress")]
-ApiKeyEnv = Annotated[
-    str, typer.Option(help="environment variable holding the API key (never written anywhere)", parser=env_name)
-]
 EngineScheduler = Annotated[str, typer.Option("--scheduler", help=", ".join(SCHEDULERS), parser=choice(*SCHEDULERS))]
 Bins = Annotated[int | None, typer.Option(help="K bins of multi_bin_dynamic (default 4)", parser=integer(1, 1024))]
 BinKey = Annotated[

@@ -46,6 +46,7 @@ class RunOptions:
     gpu_price_per_hour: float | None = None
     gpus: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    scenario: dict[str, Any] | None = None  # the resolved configuration (config.RunConfig) run.json keeps
 
     @property
     def open_loop(self) -> bool:

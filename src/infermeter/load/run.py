@@ -116,6 +116,7 @@ def _run_info(
         slo=opts.slo,
         client=client.declaration(),
         deadlines=opts.deadlines,
+        config=opts.scenario,
     )
     info.client["open_files_limit"] = raise_open_files_limit()
     return info

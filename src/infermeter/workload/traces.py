@@ -78,3 +78,12 @@ def load_length_csv(path: Path, input_column: str = "input_tokens", output_colum
     )
     n = len(inputs)
     return Requests(classes, inputs, outputs, np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64))
+
+
+def offered_rate(requests: Requests) -> float:
+    """A trace's own mean arrival rate, requests/s: how many arrivals per second of its span (`rps_scale` times it
+    is the rate it is replayed at)."""
+    span = float(requests.arrival_s[-1] - requests.arrival_s[0]) if len(requests.arrival_s) > 1 else 0.0
+    if span <= 0:
+        raise UserError("the trace's requests all arrive at the same instant: it has no rate to scale")
+    return (len(requests) - 1) / span

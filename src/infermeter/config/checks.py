@@ -1,0 +1,308 @@
+"""The checks behind every option: each turns a raw value (typed on a command line or read from a scenario file) into
+its value, or raises ValueError with a message that says what is wrong.  The CLI shows the message as a usage error
+naming the option; a scenario file's error names the key.  Checks are idempotent: a checked value passes again."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import orjson
+
+from infermeter.errors import UserError
+from infermeter.secrets import redact_url
+
+T = TypeVar("T")
+
+MAX_REQUESTS = 10_000_000  # per run or simulation: more is a typo, and would not fit in memory
+MAX_SECONDS = 7 * 86400.0
+MAX_RATE = 1_000_000.0
+MAX_SEED = 2**32 - 1
+
+
+def _text(value: Any) -> str:
+    """A bad value as the user typed it, quoted when it is empty or has spaces at its ends."""
+    return value if isinstance(value, str) and value and value.strip() == value else repr(value)
+
+
+def number(
+    lo: float | None = None, hi: float | None = None, lo_open: bool = False, what: str = "a number"
+) -> Callable[[Any], float]:
+    """A parser for a finite float in [lo, hi] (or (lo, hi] with lo_open)."""
+
+    def parse(value: Any) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected {what}, got {_text(value)}") from None
+        bad_lo = lo is not None and (x <= lo if lo_open else x < lo)
+        if not math.isfinite(x) or bad_lo or (hi is not None and x > hi):
+            low = "" if lo is None else f"{'above' if lo_open else 'at least'} {lo:g}"
+            high = "" if hi is None else f"at most {hi:g}"
+            raise ValueError(f"must be {what} {' and '.join(p for p in (low, high) if p)}, got {_text(value)}")
+        return x
+
+    return parse
+
+
+def integer(lo: int, hi: int, what: str = "a whole number") -> Callable[[Any], int]:
+    """A parser for an int in [lo, hi]; '1e3' and '2.0' are accepted when they are whole."""
+
+    def parse(value: Any) -> int:
+        try:
+            x = float(value) if not isinstance(value, int) else value
+            if isinstance(x, float) and (not math.isfinite(x) or not x.is_integer()):
+                raise ValueError
+            n = int(x)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"expected {what}, got {_text(value)}") from None
+        if not lo <= n <= hi:
+            raise ValueError(f"must be {what} from {lo:,} to {hi:,}, got {_text(value)}")
+        return n
+
+    return parse
+
+
+def choice(*names: str) -> Callable[[Any], str]:
+    """A parser for one of a fixed set of names."""
+
+    def parse(value: Any) -> str:
+        if value not in names:
+            raise ValueError(f"must be one of {', '.join(names)}, got {_text(value)}")
+        return str(value)
+
+    return parse
+
+
+def int_list(lo: int, hi: int) -> Callable[[Any], list[int]]:
+    """A parser for comma-separated whole numbers, each in [lo, hi].  For a `list[int]` option, which may be
+    repeated: typer keeps one list per occurrence (and per default item), which `flat` joins."""
+    one = integer(lo, hi)
+
+    def parse(value: Any) -> list[int]:
+        if isinstance(value, list):
+            return value
+        items = [x.strip() for x in str(value).split(",")]
+        if not any(items):
+            raise ValueError(f"expected comma-separated whole numbers from {lo:,} to {hi:,}, got {value!r}")
+        return [one(x) for x in items if x]
+
+    return parse
+
+
+def flat(groups: list[Any]) -> list[int]:
+    """The whole numbers of an `int_list` option, however many times it was given."""
+    return [n for g in groups for n in (g if isinstance(g, list) else [g])]
+
+
+def url(value: Any) -> str:
+    """An http(s) base URL with a host (and a valid port when one is given)."""
+    text = str(value).strip()
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or " " in text:
+        raise ValueError(f"expected a base URL such as http://127.0.0.1:8000, got {redact_url(text)!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"{redact_url(text)!r} carries credentials: put the key in $OPENAI_API_KEY (or --api-key-env) instead"
+        )
+    return text.rstrip("/")
+
+
+def warmup(value: Any) -> int:
+    """auto: the draft's rule (-1); off: none (0); N: exactly N warm-up requests."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in (-1, 0):
+        return value  # already checked
+    text = str(value).strip().lower()
+    if text in ("auto", "off"):
+        return -1 if text == "auto" else 0
+    return integer(1, MAX_REQUESTS, "auto, off or a number of requests")(text)
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """A JSON object given on the command line."""
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = orjson.loads(str(value))
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc}): give an object such as '{{\"top_p\": 0.9}}'") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("must be a JSON object such as '{\"top_p\": 0.9}'")
+    return parsed
+
+
+BODY_KEYS_SET_BY_INFERMETER = (
+    "model",
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "stream",
+    "stream_options",
+)
+
+
+def extra_body(value: Any) -> dict[str, Any]:
+    """A JSON object merged into request bodies; the fields that make the measurement are not its to change."""
+    body = json_object(value)
+    taken = [k for k in BODY_KEYS_SET_BY_INFERMETER if k in body]
+    if taken:
+        raise ValueError(
+            f"sets {', '.join(taken)}, which infermeter controls (the model with --model, lengths with the "
+            "workload, streaming always on): leave them out"
+        )
+    return body
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def host(value: Any) -> str:
+    """An address to listen on: an IP address or a host name, checked by its form (nothing is looked up)."""
+    text = str(value)
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(text)
+        return text
+    labels = text.removesuffix(".").split(".")
+    if len(text) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in labels) or labels[-1].isdigit():
+        raise ValueError(f"expected an IP address or a host name such as 127.0.0.1, 0.0.0.0 or localhost, got {text!r}")
+    return text
+
+
+def out_path(value: Any) -> Path:
+    """Where a command writes: a non-empty path whose existing ancestors are directories."""
+    text = str(value)
+    if not text.strip():
+        raise ValueError("is empty: give the path to write to")
+    path = Path(text)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{path} cannot be made: {parent} is a file, not a directory")
+            break
+    return path
+
+
+def existing_file(value: Any) -> Path:
+    """A file that exists and can be read."""
+    path = Path(str(value))
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{path} is not a file")
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read ({exc.strerror})") from None
+    return path
+
+
+def _checked(convert: Callable[[Any], T], check: Callable[[T], Any]) -> Callable[[Any], T]:
+    """A parser: `convert` the raw value, then `check` it (its UserError becomes the check's ValueError)."""
+
+    def parse(value: Any) -> T:
+        converted = convert(value)
+        try:
+            check(converted)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+        return converted
+
+    return parse
+
+
+def config_file(load: Callable[[Path], Any]) -> Callable[[Any], Path]:
+    """A parser for a config file that exists and whose content `load` accepts (read again where it is used)."""
+    return _checked(existing_file, load)
+
+
+def engine_config(path: Path) -> Any:
+    from infermeter.engine.config import load_engine_config
+
+    return load_engine_config(path)
+
+
+def emulator_config(path: Path) -> Any:
+    from infermeter.emulator.config import load_emulator_config
+
+    return load_emulator_config(path)
+
+
+def env_name(value: Any) -> str:
+    """The name of an environment variable."""
+    text = str(value)
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", text):
+        raise ValueError(f"expected the name of an environment variable such as OPENAI_API_KEY, got {text!r}")
+    return text
+
+
+def spec(parse: Callable[[str], Any]) -> Callable[[Any], str]:
+    """Validate a spec string with `parse` and keep the text."""
+    return _checked(str, parse)
+
+
+def slo_text(text: str) -> Any:
+    from infermeter.metrics.goodput import parse_slo
+
+    return parse_slo(text)
+
+
+def deadlines_text(text: str) -> Any:
+    from infermeter.metrics.fluidity import parse_deadlines
+
+    return parse_deadlines(text)
+
+
+def capacity_slo_text(text: str) -> Any:
+    from infermeter.suites.slo import parse_capacity_slo
+
+    return parse_capacity_slo(text)
+
+
+def tokenizer_text(text: str) -> str:
+    from infermeter.workload.tokenizers import TIKTOKEN_SHA256
+
+    if text in TIKTOKEN_SHA256:
+        return text
+    from infermeter.workload.tokenizers import resolve_tokenizer
+
+    path = Path(text)
+    if path.suffix.lower() not in (".json", ".gguf"):
+        raise UserError(f"unknown tokenizer {text!r}: use cl100k_base, o200k_base, a tokenizer.json or a .gguf file")
+    existing_file(path)
+    resolve_tokenizer(text)  # a malformed file is refused now, not once the run has started
+    return text
+
+
+def workload_text(text: str) -> str:
+    from infermeter.workload.spec import generate
+    from infermeter.workload.standard import resolve
+
+    generate(resolve(text), 1, 0)  # draws one request: reads any length CSV the workload names
+    return text
+
+
+SLO = spec(slo_text)
+DEADLINES = spec(deadlines_text)
+CAPACITY_SLO = spec(capacity_slo_text)
+TOKENIZER = spec(tokenizer_text)
+WORKLOAD = spec(workload_text)
+ENGINE_CONFIG_FILE = config_file(engine_config)
+EMULATOR_CONFIG_FILE = config_file(emulator_config)
+RATE = number(0, MAX_RATE, lo_open=True, what="a rate in requests per second")
+SECONDS = number(0, MAX_SECONDS, lo_open=True, what="a number of seconds")
+INTERVAL = number(0, 3600, what="a number of seconds (0 turns it off)")
+SEED = integer(0, MAX_SEED)
+REQUESTS = integer(1, MAX_REQUESTS)

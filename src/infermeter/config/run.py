@@ -1,0 +1,227 @@
+"""What a benchmark run is: the target, the workload, the load, the objectives and the monitors, as one model.  The
+`run` and `capacity` commands are built from these sections, a scenario file holds the same keys, and run.json
+keeps the resolved model so that `infermeter run --config RUN_DIR/run.json` sends the same requests again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from infermeter.client.backend import BACKENDS
+from infermeter.config import checks
+from infermeter.config.section import Flag, Section
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.load.options import RunOptions
+from infermeter.metrics.goodput import parse_slo
+from infermeter.workload.build import RATE_PROCESSES, arrival_spec
+from infermeter.workload.distributions import MAX_LENGTH
+
+DEMO_RATE = 20.0  # the embedded emulator without a load: a moderate open loop
+DEMO_REQUESTS = 300
+LIVE_REQUESTS = 1000
+DEFAULT_WORKLOAD = "synthetic-uniform"
+
+
+class Target(Section):
+    """The system under test and how to talk to it."""
+
+    title = "target"
+    url: Annotated[str | None, Flag("server base URL; without it the embedded emulator is benchmarked", checks.url)] = (
+        None
+    )
+    backend: Annotated[str, Flag(f"transport: {', '.join(BACKENDS)}", checks.choice(*BACKENDS))] = "openai"
+    api: Annotated[
+        Literal["completions", "chat"], Flag("completions or chat", checks.choice("completions", "chat"))
+    ] = "completions"
+    model: Annotated[str | None, Flag("model name; default: the first the server lists")] = None
+    api_key_env: Annotated[
+        str, Flag("environment variable holding the API key (never written anywhere)", checks.env_name)
+    ] = "OPENAI_API_KEY"
+    extra_body: Annotated[
+        dict[str, Any],
+        Flag('JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'', checks.extra_body),
+    ] = Field(default_factory=dict)
+    ignore_eos: Annotated[
+        bool, Flag("ask the server to run every reply to max_tokens (vLLM, llama.cpp; hosted APIs may reject it)")
+    ] = True
+    timeout: Annotated[float, Flag("total seconds allowed per request", checks.SECONDS)] = 900.0
+    first_token_timeout: Annotated[float, Flag("seconds allowed until the first token", checks.SECONDS)] = 120.0
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> Target:
+        if self.first_token_timeout > self.timeout:
+            raise ValueError(
+                f"--first-token-timeout ({self.first_token_timeout:g} s) must not exceed --timeout ({self.timeout:g} s)"
+            )
+        return self
+
+
+class Workload(Section):
+    """Which requests: a workload (standard or a file), fixed lengths, or a trace; the seed draws them."""
+
+    title = "workload"
+    workload: Annotated[str | None, Flag("standard workload name or YAML/JSON workload file", checks.WORKLOAD)] = None
+    input_tokens: Annotated[
+        int | None, Flag("fixed prompt length (with --output-tokens)", checks.integer(1, MAX_LENGTH))
+    ] = None
+    output_tokens: Annotated[
+        int | None, Flag("fixed output length (with --input-tokens)", checks.integer(1, MAX_LENGTH))
+    ] = None
+    trace: Annotated[Path | None, Flag("a BurstGPT CSV: lengths and arrival times", checks.existing_file)] = None
+    rps_scale: Annotated[
+        float, Flag("trace arrivals compressed this many times", checks.number(0, 1e6, lo_open=True))
+    ] = 1.0
+    tokenizer: Annotated[
+        str | None,
+        Flag(
+            "exact-length prompts: cl100k_base, o200k_base, tokenizer.json or .gguf (chat template with --api chat)",
+            checks.TOKENIZER,
+        ),
+    ] = None
+    seed: Annotated[int, Flag("random seed (recorded)", checks.SEED)] = 42
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        if self.trace is not None and (
+            self.workload is not None or self.input_tokens is not None or self.output_tokens is not None
+        ):
+            raise ValueError("--trace gives the lengths: drop --workload, --input-tokens and --output-tokens")
+        return self
+
+    def given(self) -> bool:
+        return any(x is not None for x in (self.workload, self.input_tokens, self.output_tokens, self.trace))
+
+
+class Load(Section):
+    """How requests are sent: an open loop at a rate, a closed loop at a concurrency, or a trace's own times."""
+
+    title = "load"
+    requests: Annotated[int | None, Flag("requests to measure", checks.REQUESTS, ("--requests", "-n"))] = None
+    duration: Annotated[float | None, Flag("stop sending after this many seconds", checks.SECONDS)] = None
+    rate: Annotated[float | None, Flag("open loop: requests per second", checks.RATE)] = None
+    arrival: Annotated[str, Flag("poisson, gamma, constant or uniform", checks.choice(*RATE_PROCESSES))] = "poisson"
+    burstiness: Annotated[
+        float, Flag("gamma shape: 1 is Poisson, below 1 burstier", checks.number(0, 1e6, lo_open=True))
+    ] = 1.0
+    concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
+    barrier: Annotated[bool, Flag("closed loop: release the first C requests together")] = False
+    warmup: Annotated[int, Flag("auto (>= 100 requests and 10,000 tokens), N requests, or off", checks.warmup)] = -1
+
+    @model_validator(mode="after")
+    def _one_loop(self) -> Load:
+        if self.rate is not None and self.concurrency is not None:
+            raise ValueError("give either --rate (open loop) or --concurrency (closed loop), not both")
+        return self
+
+
+class Objectives(Section):
+    """What a request must meet: the goodput SLO and Metron's fluidity deadlines."""
+
+    title = "objectives"
+    slo: Annotated[str | None, Flag("goodput SLO, e.g. ttft=200ms,tpot=50ms", checks.SLO)] = None
+    deadlines: Annotated[
+        str | None,
+        Flag("fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]", checks.DEADLINES),
+    ] = None
+
+
+class Monitors(Section):
+    """What is watched beside the load: server /metrics, host telemetry, and the cost basis."""
+
+    title = "monitors"
+    scrape_interval: Annotated[float, Flag("seconds between server /metrics scrapes (0: off)", checks.INTERVAL)] = 1.0
+    telemetry_interval: Annotated[float, Flag("seconds between host telemetry samples (0: off)", checks.INTERVAL)] = 1.0
+    gpu_price: Annotated[
+        float | None, Flag("price per GPU-hour, for cost per million tokens", checks.number(0, 1e6))
+    ] = None
+    gpus: Annotated[
+        int | None, Flag("GPUs serving (cost denominator; default: NVML count)", checks.integer(1, 100_000))
+    ] = None
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "target": Target,
+    "workload": Workload,
+    "load": Load,
+    "objectives": Objectives,
+    "monitors": Monitors,
+}
+
+
+class RunConfig(BaseModel):
+    """A whole run, as a scenario file and run.json's `config` hold it (draft 4.3.3: enough to reproduce the run)."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: Target = Target()
+    workload: Workload = Workload()
+    load: Load = Load()
+    objectives: Objectives = Objectives()
+    monitors: Monitors = Monitors()
+    emulator: EmulatorConfig | None = None  # the embedded emulator's configuration, when no url is given
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.target.url is not None and self.emulator is not None:
+            raise ValueError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
+        replay = self.workload.trace is not None and self.load.rate is None and self.load.concurrency is None
+        if self.target.url is not None and self.load.rate is None and self.load.concurrency is None and not replay:
+            raise ValueError(
+                "give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)"
+            )
+        return self
+
+    def resolved(self, trace_length: int | None = None) -> RunConfig:
+        """Every default a run decides made explicit (workload, request count, the emulator demo's rate, the trace as
+        an absolute path), so that run.json's copy means the same anywhere."""
+        workload, load = self.workload, self.load
+        if not workload.given():
+            workload = workload.model_copy(update={"workload": DEFAULT_WORKLOAD})
+        if workload.trace is not None:
+            workload = workload.model_copy(update={"trace": workload.trace.resolve()})
+        replay = workload.trace is not None and load.rate is None and load.concurrency is None
+        if self.target.url is None and load.rate is None and load.concurrency is None and not replay:
+            load = load.model_copy(update={"rate": DEMO_RATE})
+        if load.requests is None and load.duration is None:
+            fallback = DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS
+            load = load.model_copy(update={"requests": trace_length if workload.trace is not None else fallback})
+        emulator = self.emulator if self.target.url is not None or self.emulator else EmulatorConfig()
+        return self.model_copy(update={"workload": workload, "load": load, "emulator": emulator})
+
+    def options(self, out: Path, progress: bool) -> RunOptions:
+        """The load package's options for this configuration (a resolved one), carrying it for run.json."""
+        t, w, load, o, m = self.target, self.workload, self.load, self.objectives, self.monitors
+        return RunOptions(
+            url=t.url or "",
+            out=out,
+            api=t.api,
+            backend=t.backend,
+            model=t.model or "",
+            api_key_env=t.api_key_env,
+            workload=w.workload,
+            input_tokens=w.input_tokens,
+            output_tokens=w.output_tokens,
+            trace=w.trace,
+            rps_scale=w.rps_scale,
+            requests=load.requests,
+            duration=load.duration,
+            arrivals=arrival_spec(load.arrival, load.rate, load.burstiness) if load.rate is not None else None,
+            concurrency=load.concurrency,
+            barrier=load.barrier,
+            warmup=load.warmup,
+            seed=w.seed,
+            slo=parse_slo(o.slo) if o.slo else {},
+            first_token_timeout=t.first_token_timeout,
+            total_timeout=t.timeout,
+            progress=progress,
+            deadlines=o.deadlines,
+            tokenizer=w.tokenizer,
+            scrape_interval=m.scrape_interval,
+            telemetry_interval=m.telemetry_interval,
+            gpu_price_per_hour=m.gpu_price,
+            gpus=m.gpus,
+            extra_body=t.extra_body,
+            ignore_eos=t.ignore_eos,
+            scenario=self.model_dump(mode="json"),
+        )

@@ -1,0 +1,85 @@
+"""A run's configuration from its three sources, in order: a scenario file (YAML/JSON, or a run directory's run.json),
+then the command line's options, each overriding the key it names; the result is validated once, as a whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from infermeter.config.run import RunConfig
+from infermeter.config_files import read_mapping
+from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+from infermeter.errors import UserError
+
+Given = dict[str, dict[str, Any]]  # section -> field -> value, as the command line gave them
+RUN_SCHEMA = "infermeter.run/"
+
+
+def read_scenario(path: Path) -> dict[str, Any]:
+    """A scenario file's mapping; a run.json (or its directory) gives the resolved configuration it recorded."""
+    if path.is_dir():
+        path = path / "run.json"
+    data = read_mapping(path, "--config")
+    version = data.get("schema_version")
+    if isinstance(version, str) and version.startswith(RUN_SCHEMA):
+        config = data.get("config")
+        if not isinstance(config, dict):
+            raise UserError(
+                f"--config {path} is a run.json without a resolved configuration ({version}, written before "
+                "infermeter recorded one): give the run's options on the command line instead"
+            )
+        return config
+    return data
+
+
+def merged(base: dict[str, Any], given: Given, path: Path | None = None) -> dict[str, Any]:
+    """The file's sections with the command line's values laid over them, key by key."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for section, values in given.items():
+        current = out.get(section)
+        if current is not None and not isinstance(current, dict):
+            raise UserError(f"--config {path}: {section} must be a mapping of its options, got {current!r}")
+        out[section] = {**(current or {}), **values}
+    return out
+
+
+def run_config(
+    path: Path | None, given: Given, emulator_file: Path | None = None, scheduler: str | None = None
+) -> RunConfig:
+    """The run's configuration; a bad key or value is a one-line error naming the file's key or the option.
+    --emulator-config replaces the emulator's configuration, --scheduler changes its scheduler; a --url given on the
+    command line drops the emulator a scenario file described."""
+    base = read_scenario(path) if path is not None else {}
+    data = merged(base, given, path)
+    if "url" in given.get("target", {}):
+        data.pop("emulator", None)
+    if emulator_file is not None or scheduler is not None:
+        emu = load_emulator_config(emulator_file) if emulator_file else _emulator(data.get("emulator"), path)
+        if scheduler is not None:
+            emu.engine = emu.engine.model_validate({**emu.engine.model_dump(), "scheduler": scheduler})
+        data["emulator"] = emu.model_dump(mode="json")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = str(first["msg"]).removeprefix("Value error, ")
+        loc = [str(x) for x in first["loc"]]
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(RunConfig.model_fields) if len(loc) == 1 else "the options of `infermeter run --help`"
+            raise UserError(f"--config {path}: unknown key {'.'.join(loc)}: the keys are {known}") from None
+        if len(loc) < 2:  # a rule across options: its message names the options
+            raise UserError(message + (f" (--config {path})" if path is not None else "")) from None
+        raise UserError(f"--config {path}: {'.'.join(loc)}: {message}") from None
+
+
+def _emulator(block: Any, path: Path | None) -> EmulatorConfig:
+    if block is None:
+        return EmulatorConfig()
+    try:
+        return EmulatorConfig.model_validate(block)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["emulator", *map(str, first["loc"])])
+        raise UserError(f"--config {path}: {where}: {str(first['msg']).removeprefix('Value error, ')}") from None
