@@ -259,9 +259,7 @@ def sim(
     sla_request_s: opt.SlaRequestS = 20.0,
     config: Annotated[
         Path | None,
-        typer.Option(
-            help="engine config YAML/JSON (any EngineConfig field)", parser=opt.ENGINE_CONFIG_FILE
-        ),
+        typer.Option(help="engine config YAML/JSON (any EngineConfig field)", parser=opt.ENGINE_CONFIG_FILE),
     ] = None,
     token_times: Annotated[
         str, typer.Option(help="auto, full or endpoints", parser=opt.choice("auto", "full", "endpoints"))
@@ -603,9 +601,7 @@ def _target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore
 def prompt(
     tokenizer: Annotated[
         str,
-        typer.Option(
-            help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt.TOKENIZER
-        ),
+        typer.Option(help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt.TOKENIZER),
     ],
     tokens: Annotated[int, typer.Option(help="exact token count of the prompt", parser=opt.integer(1, 1_000_000))],
     chat: Annotated[bool, typer.Option(help="count after the tokenizer's chat template")] = False,
