@@ -78,7 +78,7 @@ def test_a_crash_report_is_redacted_too(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError(f"unexpected failure with {KEY}")
 
-    monkeypatch.setattr(cli, "build_requests", boom)
+    monkeypatch.setattr("infermeter.cli.workload.build_requests", boom)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     with pytest.raises(SystemExit) as exit_:
         cli.main(["workload", "synthetic-uniform", "-n", "2", "--out", str(tmp_path / "w.csv")])

@@ -59,7 +59,7 @@ class Target(Section):
 
 
 class Workload(Section):
-    """Which requests: a workload (standard or a file), fixed lengths, or a trace; the seed draws them."""
+    """Which requests: a workload (standard or a file), fixed lengths, or a trace; the random seed draws them."""
 
     title = "workload"
     workload: Annotated[str | None, Flag("standard workload name or YAML/JSON workload file", checks.WORKLOAD)] = None

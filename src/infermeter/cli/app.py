@@ -1,0 +1,153 @@
+"""The `infermeter` typer app and what its commands share: running a coroutine, refusing to write over a run,
+the target (a server or the embedded emulator), and the exit code a run ends with."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from infermeter import secrets
+from infermeter.cli import options as opt
+from infermeter.errors import ExitCode, Stopped, UserError
+from infermeter.records import (
+    JOURNAL,
+    LEDGER,
+    RECORDS,
+    RUN_JSON,
+    SUMMARY,
+    holds_run,
+)
+
+REQUESTS = opt.integer(1, opt.MAX_REQUESTS)
+
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Benchmark LLM inference servers: exact latency metrics, user-experience scores, an engine wind tunnel.",
+)
+
+
+err = Console(stderr=True)
+
+
+def run_async(coro):  # type: ignore[no-untyped-def]
+    """Run a coroutine on uvloop when available (3-5x the SSE events/s of the default loop)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        import asyncio
+
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def refuse_existing_run(out: Path) -> None:
+    """Commands that write one run directory never write over another run."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a directory for the run")
+    if holds_run(out):
+        raise UserError(f"--out {out} already holds a run: choose a new directory or remove that one")
+
+
+def refuse_run_file(out: Path) -> None:
+    """Commands that write one file never write over a file of a run directory."""
+    if out.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and holds_run(out.parent):
+        raise UserError(f"--out {out} is a file of the run in {out.parent}: choose another file")
+
+
+@contextlib.contextmanager
+def about(param: str) -> Iterator[None]:
+    """A UserError raised in the block becomes a usage error naming the parameter, as click names a bad value."""
+    try:
+        yield
+    except UserError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{param}'") from None
+
+
+def api_key(env: str) -> None:
+    """Register the key for redaction before anything can print it; a named variable must be set."""
+    key = os.environ.get(env)
+    if env != "OPENAI_API_KEY" and not key:
+        raise UserError(f"--api-key-env {env}: the environment variable {env} is not set")
+    secrets.register(key)
+
+
+def finish_run(result) -> None:  # type: ignore[no-untyped-def]
+    """Exit with the code that says how the run ended (README, "Exit codes")."""
+    if result.disk_failure is not None:
+        raise Stopped(
+            f"{result.disk_failure}: the run stopped early; what was recorded is in {result.run_dir} "
+            f"(infermeter report {result.run_dir} reads it)",
+            ExitCode.INCOMPLETE,
+        )
+    if result.stopped == "interrupted":
+        raise Stopped(f"interrupted: what was measured is in {result.run_dir}", ExitCode.INTERRUPTED)
+    if result.stopped == "terminated":
+        raise Stopped(f"terminated (SIGTERM): what was measured is in {result.run_dir}", ExitCode.TERMINATED)
+    r = result.summary["requests"]
+    if r["total"] and not r["ok"]:
+        top = next(iter(r["failures_by_reason"]), "unknown")
+        raise Stopped(
+            f"no request succeeded: {r['failed']} of {r['total']} failed (most often: {top}); "
+            f"see infermeter report {result.run_dir}",
+            ExitCode.NO_SUCCESS,
+        )
+
+
+def trace_length(trace: Path) -> int:
+    """How many usable requests a trace holds (its whole length is replayed unless --requests says otherwise)."""
+    from infermeter.workload.traces import load_burstgpt
+
+    try:
+        return len(load_burstgpt(trace))
+    except UserError as exc:
+        raise UserError(f"--trace {exc}") from None
+
+
+@contextlib.contextmanager
+def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[no-untyped-def]
+    """Yield (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded emulator
+    started for the block (with its gRPC front end as the target for --backend grpc)."""
+    if url is not None:
+        yield url, {}, url
+        return
+    from infermeter.emulator.process import emulator_process
+
+    if backend == "grpc":
+        emu = emu.model_copy(update={"grpc_port": 0})
+
+    engine = emu.engine
+    sut = {
+        "emulated": True,
+        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
+        "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
+        "boundary": "Model Engine",
+        "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
+        "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
+        if emu.input_filter_ms or emu.output_filter_ms
+        else "none",
+    }
+    if emu.faults:
+        sut["faults"] = [f.model_dump(exclude_defaults=True) for f in emu.faults]
+    err.print("starting the embedded emulator (no --url given)")
+    with emulator_process(emu, pin_cpus=True) as process:
+        target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
+        yield target, {**sut, "model": emu.model}, process.url
+
+
+def emulator_config(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+    """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
+    from infermeter.emulator.config import EmulatorConfig, load_emulator_config
+
+    emu = load_emulator_config(path) if path else EmulatorConfig()
+    if scheduler is not None:
+        emu.engine = emu.engine.model_validate({**emu.engine.model_dump(), "scheduler": scheduler})
+    return emu

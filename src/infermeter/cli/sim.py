@@ -1,0 +1,288 @@
+"""The wind tunnel on a virtual clock: `sim`, `sim-sweep` and `calibrate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from infermeter.cli import options as opt
+from infermeter.cli.app import REQUESTS, about, app, err, refuse_existing_run
+from infermeter.errors import UserError
+from infermeter.metrics.goodput import parse_slo
+from infermeter.records import (
+    holds_run,
+    read_run_info,
+)
+from infermeter.report.console import full_report, sim_table
+from infermeter.report.tables import grid
+from infermeter.workload.build import arrival_spec, build_requests
+
+
+def workload_requests(
+    n: int,
+    seed: int,
+    workload: str | None,
+    trace: Path | None,
+    rps_scale: float,
+    rate: float | None,
+    arrival: str,
+    burstiness: float,
+):  # type: ignore[no-untyped-def]
+    """Requests + declaration from the shared workload/arrival options of sim and sim-sweep."""
+    spec = arrival_spec(arrival, rate, burstiness) if rate is not None else None
+    return build_requests(
+        n, seed, workload=None if trace else workload, arrivals=spec, trace=trace, rps_scale=rps_scale
+    )
+
+
+def _engine_config(
+    scheduler: str,
+    bins: int | None,
+    bin_key: str | None,
+    latency: str | None,
+    kv_tokens: int | None,
+    prediction_noise: float,
+    sla_token_ms: float,
+    sla_request_s: float,
+    config: Path | None,
+):  # type: ignore[no-untyped-def]
+    """The engine from --config with the command line's settings on top (a file's scheduler settings are kept
+    when it names the same scheduler)."""
+    from infermeter.engine.config import EngineConfig, load_engine_config
+
+    base = load_engine_config(config) if config else EngineConfig()
+    chosen = base.scheduler.model_dump() if base.scheduler.name == scheduler else {"name": scheduler}
+    for option, key, value in (("--bins", "bins", bins), ("--bin-key", "bin_key", bin_key)):
+        if value is None:
+            continue
+        if scheduler != "multi_bin_dynamic":
+            raise UserError(f"{option} sets multi-bin dynamic batching's bins: add --scheduler multi_bin_dynamic")
+        chosen[key] = value
+    update: dict[str, object] = {
+        "scheduler": chosen,
+        "prediction_noise": prediction_noise,
+        "d_sla_token": sla_token_ms / 1000,
+        "d_sla_request": sla_request_s,
+    }
+    if latency is not None:
+        update["latency"] = latency
+    if kv_tokens is not None:
+        update["kv_capacity_tokens"] = kv_tokens
+    return EngineConfig.model_validate({**base.model_dump(), **update})
+
+
+@app.command()
+def sim(
+    workload: Annotated[
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
+    ] = "synthetic-skewed",
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 1.0,
+    requests: Annotated[int, typer.Option("--requests", "-n", parser=REQUESTS)] = 1000,
+    rate: opt.ArrivalRate = None,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    scheduler: opt.EngineScheduler = "continuous",
+    engines: Annotated[int, typer.Option(help="engines (GPUs) in the pool", parser=opt.integer(1, 100_000))] = 1,
+    bins: opt.Bins = None,
+    bin_key: opt.BinKey = None,
+    latency: Annotated[
+        str | None,
+        typer.Option(
+            help="batch (T(b, L) of multi-bin dynamic batching) or iteration; default per scheduler",
+            parser=opt.choice("batch", "iteration"),
+        ),
+    ] = None,
+    kv_tokens: Annotated[
+        int | None,
+        typer.Option(help="KV capacity per engine in tokens (overrides memory)", parser=opt.integer(16, 10**12)),
+    ] = None,
+    prediction_noise: Annotated[
+        float, typer.Option(help="output-length predictor: lognormal sigma, 0 = oracle", parser=opt.number(0, 10))
+    ] = 0.0,
+    sla_token_ms: opt.SlaTokenMs = 10.0,
+    sla_request_s: opt.SlaRequestS = 20.0,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="engine config YAML/JSON (any EngineConfig field)", parser=opt.ENGINE_CONFIG_FILE),
+    ] = None,
+    token_times: Annotated[
+        str, typer.Option(help="auto, full or endpoints", parser=opt.choice("auto", "full", "endpoints"))
+    ] = "auto",
+    slo: opt.Slo = None,
+    deadlines: opt.Deadlines = None,
+    seed: opt.Seed = 42,
+    out: Annotated[Path, typer.Option(help="run directory to write", parser=opt.out_path)] = Path("runs/sim"),
+) -> None:
+    """Simulate one engine configuration on a virtual clock and write a run directory."""
+    from rich.progress import Progress
+
+    from infermeter.sim import simulate, write_sim_run
+
+    reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
+    cfg = _engine_config(
+        scheduler, bins, bin_key, latency, kv_tokens, prediction_noise, sla_token_ms, sla_request_s, config
+    )
+    bounds = parse_slo(slo) if slo else None
+    refuse_existing_run(out)
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"simulating {cfg.scheduler.name} x {engines}", total=len(reqs))
+        outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
+    summary = write_sim_run(
+        outcome,
+        out,
+        declaration,
+        seed,
+        token_times,
+        slo=bounds,  # type: ignore[arg-type]
+        deadlines=deadlines,
+    )
+    info = read_run_info(out)
+    print(full_report(summary, info))
+    print()
+    print(sim_table(summary))
+    print(f"\nrun directory: {out}")
+
+
+SWEEP_REQUESTS = (1000, 10000, 100000, 1000000)  # list options: each may also be repeated (`opt.flat`)
+
+
+SWEEP_GPUS = (1, 2, 4, 8, 16, 32, 64, 100)
+
+
+SWEEP_BINS = (1, 2, 4, 8, 16, 32)
+
+
+@app.command("sim-sweep")
+def sim_sweep(
+    out: Annotated[
+        Path,
+        typer.Option(help="directory for step1_grid_search.csv and step2_comparison.csv", parser=opt.out_path),
+    ] = Path("runs/sweep"),
+    requests: Annotated[
+        list[int], typer.Option(help="request counts, comma-separated", parser=opt.int_list(1, opt.MAX_REQUESTS))
+    ] = SWEEP_REQUESTS,  # type: ignore[assignment]
+    gpus: Annotated[
+        list[int], typer.Option(help="GPU counts, comma-separated", parser=opt.int_list(1, 100_000))
+    ] = SWEEP_GPUS,  # type: ignore[assignment]
+    bins: Annotated[
+        list[int], typer.Option(help="K values, comma-separated", parser=opt.int_list(1, 1024))
+    ] = SWEEP_BINS,  # type: ignore[assignment]
+    step: Annotated[str, typer.Option(help="1, 2 or both", parser=opt.choice("1", "2", "both"))] = "both",
+    workload: Annotated[
+        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
+    ] = "synthetic-skewed",
+    trace: opt.Trace = None,
+    rps_scale: opt.RpsScale = 10.0,
+    rate: Annotated[float, typer.Option(help="requests/s for synthetic workloads", parser=opt.RATE)] = 27.0,
+    arrival: opt.Arrival = "poisson",
+    burstiness: opt.Burstiness = 1.0,
+    bin_key: opt.BinKey = "total",
+    sla_token_ms: opt.SlaTokenMs = 10.0,
+    sla_request_s: opt.SlaRequestS = 20.0,
+    seed: opt.Seed = 42,
+) -> None:
+    """Multi-bin dynamic batching's experiments: the grid (requests x GPUs x bins K) and the comparison of batching
+    methods, resumable, as CSVs."""
+    from rich.progress import Progress
+
+    from infermeter.sim.experiments import (
+        STEP1_CSV,
+        STEP2_CSV,
+        claim_sweep_dir,
+        run_experiments,
+        step1_grid,
+        step2_methods,
+    )
+
+    counts, gpus, bins = opt.flat(requests), opt.flat(gpus), opt.flat(bins)
+    base = _engine_config("multi_bin_dynamic", 4, bin_key, None, None, 0.0, sla_token_ms, sla_request_s, None)
+    settings = {
+        "workload": None if trace else workload,
+        "trace": str(trace) if trace else None,
+        "rps_scale": rps_scale,
+        "rate": None if trace else rate,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "seed": seed,
+        "engine": base.model_dump(mode="json"),
+    }
+    cache: dict[int, object] = {}
+
+    def make(n: int):  # type: ignore[no-untyped-def]
+        if n not in cache:
+            cache[n] = workload_requests(
+                n, seed, workload, trace, rps_scale, None if trace else rate, arrival, burstiness
+            )[0]
+        return cache[n]
+
+    make(max(counts))  # a bad trace or workload is refused before the sweep directory is made
+    if holds_run(out):
+        raise UserError(f"--out {out} holds a single run, not a sweep: choose a new directory")
+    claim_sweep_dir(out, settings)
+
+    with Progress(console=err) as bar:
+        if step in ("1", "both"):
+            plan = step1_grid(counts, gpus, bins)
+            task = bar.add_task("step 1: grid search", total=len(plan))
+            run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+        if step in ("2", "both"):
+            from infermeter.sim.experiments import read_rows
+
+            methods = step2_methods(counts, read_rows(out / STEP1_CSV))
+            task = bar.add_task("step 2: method comparison", total=len(methods))
+            rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+            header = ["experiment", "GPUs", "K", "req/s", "tok/s", "p99 latency", "token SLA viol.", "req SLA viol."]
+            print(
+                grid(
+                    header,
+                    [
+                        [
+                            r["experiment"],
+                            r["num_gpus"],
+                            r["k_bins"],
+                            f"{float(r['throughput_req_s']):.3f}",
+                            f"{float(r['throughput_tok_s']):.1f}",
+                            f"{float(r['p99_latency_s']):.2f} s",
+                            f"{float(r['token_sla_violation_pct']):.1f}%",
+                            f"{float(r['request_sla_violation_pct']):.1f}%",
+                        ]
+                        for r in rows
+                    ],
+                    "Step 2: method comparison",
+                )
+            )
+    print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
+
+
+@app.command()
+def calibrate(
+    grid_csv: Annotated[
+        Path,
+        typer.Argument(
+            help="latency grid CSV (batch_size, max_seq_len, mean_latency_sec, ...)", parser=opt.existing_file
+        ),
+    ],
+) -> None:
+    """Fit the batch latency model of multi-bin dynamic batching, T(b, L) = alpha + beta * L * h(b), to a grid."""
+    from infermeter.engine.calibration import fit_grid_file
+
+    with about("grid_csv"):
+        fit = fit_grid_file(grid_csv)
+    m = fit.model
+    print(
+        grid(
+            ["Parameter", "Value"],
+            [
+                ["alpha", f"{m.alpha * 1000:.3f} ms"],
+                ["beta", f"{m.beta * 1000:.4f} ms/token"],
+                ["gamma", f"{m.gamma:.4f}"],
+                ["R^2", f"{fit.r2:.4f}"],
+                ["rows", str(fit.rows)],
+                ["max |error|", f"{fit.max_abs_error_s * 1000:.2f} ms"],
+            ],
+            "Calibrated batch latency model",
+        )
+    )
