@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import REQUESTS, about, app, err, refuse_existing_run
+from infermeter.cli.app import about, app, err, refuse_existing_run
 from infermeter.errors import UserError
 from infermeter.metrics.goodput import parse_slo
 from infermeter.records import (
@@ -75,12 +75,10 @@ def _engine_config(
 
 @app.command()
 def sim(
-    workload: Annotated[
-        str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
-    ] = "synthetic-skewed",
+    workload: opt.Workload = "synthetic-skewed",
     trace: opt.Trace = None,
     rps_scale: opt.RpsScale = 1.0,
-    requests: Annotated[int, typer.Option("--requests", "-n", parser=REQUESTS)] = 1000,
+    requests: opt.Requests = 1000,
     rate: opt.ArrivalRate = None,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
