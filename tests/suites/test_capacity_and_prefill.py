@@ -1,6 +1,7 @@
 """Capacity search (closed form with a fake server, then live against the emulator) and prefill profiling."""
 
 import asyncio
+import itertools
 
 import orjson
 import pytest
@@ -11,7 +12,7 @@ from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
 from infermeter.load.options import RunOptions
 from infermeter.load.run import benchmark
-from infermeter.records import RequestRecord, RunInfo, write_records
+from infermeter.records import RequestRecord, RunInfo, read_records, read_run_info, write_records
 from infermeter.suites.capacity import evaluate, search
 from infermeter.suites.prefill import profile_prefill
 from infermeter.suites.slo import parse_capacity_slo
@@ -159,3 +160,27 @@ def test_profile_prefill_recovers_the_emulators_prefill_cost():
         assert float(curve.predict(8192)) == pytest.approx(0.006 + 0.04504e-3 * 8192, rel=0.05)
 
     measured(measure, check)
+
+
+def test_capacity_replays_a_trace_scaled_to_each_probes_rate(tmp_path):
+    """With --trace every probe sends the trace's lengths with its arrival gaps divided by rate / the trace's own
+    rate: a trace at 2 req/s (gaps 0.5, 0.25, 0.5, 0.25, ...) probed at 10 and 20 req/s."""
+    gaps = [0.5, 0.25] * 6
+    times = [sum(gaps[:i]) for i in range(13)]  # 13 arrivals over 4.5 s: 12 / 4.5 = 2.667 req/s
+    rows = [f"{t:.3f},ChatGPT,{10 + i},{2 + i % 3},0,Conversation log" for i, t in enumerate(times)]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + "\n".join(rows))
+    out = tmp_path / "cap"
+    search = ("--start-rate", "8", "--max-rate", "16", "--max-probes", "2", "--warmup", "off", "--no-progress")
+    p = infermeter("capacity", "--slo", "ttft:p50<=10s", "--trace", trace, "--requests", "13", *search, "--out", out)
+    assert p.returncode == 0, p.stderr
+    natural = 12 / 4.5
+    for rate in (8, 16):
+        run_dir = out / f"probe-rate-{rate}"
+        info = read_run_info(run_dir)
+        assert info.config["workload"]["rps_scale"] == pytest.approx(rate / natural)
+        recs = read_records(run_dir).sort_by("request_id")
+        assert recs.column("input_tokens").to_pylist() == [10 + i for i in range(13)]  # the trace's lengths
+        sched = recs.column("scheduled_at").to_pylist()
+        want = [g * natural / rate for g in gaps]
+        assert [b - a for a, b in itertools.pairwise(sched)] == pytest.approx(want, abs=1e-6)
