@@ -1,6 +1,7 @@
 """KServe v2 / Triton streaming over gRPC: the emulator's front end, the backend, and agreement with SSE."""
 
 import asyncio
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from infermeter.client.backend import open_backend
 from infermeter.client.kserve_grpc import grpc_target
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.emulator import EmulatorConfig
+from infermeter.emulator.faults import Fault, FaultPlan
 from infermeter.emulator.grpc_server import RequestError, parse_request
 from infermeter.emulator.process import emulator_process
 from infermeter.errors import UserError
@@ -117,3 +119,38 @@ def test_ttft_and_itl_over_grpc_agree_with_sse_on_the_same_emulator(emulator):
         assert abs(med["itl"]["grpc"] - med["itl"]["openai"]) < 0.5, med
 
     measured(measure, check)
+
+
+def test_grpc_faults_and_keys_are_records_with_their_status(monkeypatch):
+    """The emulator's faults as gRPC has them, counted per reason exactly as its seeded plan draws them; a call without
+    the key ends UNAUTHENTICATED, one with it is served."""
+    faults = [
+        Fault(kind="http_429", share=0.2),
+        Fault(kind="http_503", share=0.15),
+        Fault(kind="reset_mid_stream", share=0.15, at=0.5),
+        Fault(kind="error_event", share=0.15, at=0.25),
+        Fault(kind="stall_mid_stream", share=0.1, stall_s=0.01),
+    ]
+    cfg = EmulatorConfig(grpc_port=0, faults=faults, seed=5, api_key="emu-key-123", prefix_caching=False)
+    plan = FaultPlan(faults, 5)
+    drawn = Counter((f.kind if f is not None else "none") for f in (plan.draw() for _ in range(40)))
+    want = {
+        "gRPC RESOURCE_EXHAUSTED": drawn["http_429"],
+        "gRPC UNAVAILABLE": drawn["http_503"],
+        reasons.LOST_MID_STREAM: drawn["reset_mid_stream"],
+        reasons.SERVER_ERROR_EVENT: drawn["error_event"],
+    }
+    reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 8) for i in range(40)]
+    with emulator_process(cfg) as emu:
+        assert emu.grpc_target is not None
+        monkeypatch.delenv("GRPC_TEST_KEY", raising=False)
+        (refused,) = asyncio.run(_send_all(emu.grpc_target, reqs[:1], "grpc", api_key_env="GRPC_TEST_KEY"))
+        assert failure_reason(refused.error) == "gRPC UNAUTHENTICATED", refused.error
+        monkeypatch.setenv("GRPC_TEST_KEY", "emu-key-123")
+        records = asyncio.run(_send_all(emu.grpc_target, reqs, "grpc", api_key_env="GRPC_TEST_KEY"))
+    got = Counter(failure_reason(r.error) for r in records if r.status != "ok")
+    assert dict(got) == {k: v for k, v in want.items() if v}, (got, drawn)
+    ok = [r for r in records if r.status == "ok"]
+    assert len(ok) == drawn["none"] + drawn["stall_mid_stream"] and all(r.output_tokens == 8 for r in ok)
+    cut = [r for r in records if failure_reason(r.error) == reasons.LOST_MID_STREAM]
+    assert all(len(r.chunk_times) == 4 for r in cut)  # reset after half of the 8 tokens

@@ -139,8 +139,9 @@ class KServeGrpcClient:
         if code == grpc.StatusCode.UNAVAILABLE:
             if rec.chunk_times:
                 return _Failure("error", reasons.LOST_MID_STREAM, f"after {len(rec.chunk_times)} tokens ({detail})")
-            return _Failure("error", reasons.CANNOT_CONNECT, detail)
-        return _Failure("error", reasons.CLIENT_ERROR, f"gRPC {code.name}: {detail}")
+            if "connect" in detail.lower() and "reset" not in detail.lower():
+                return _Failure("error", reasons.CANNOT_CONNECT, detail)
+        return _Failure("error", reasons.grpc_status(code.name), detail)
 
     def _timed_out(self, rec: RequestRecord, elapsed: float) -> _Failure:
         cfg = self.config

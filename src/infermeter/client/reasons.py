@@ -21,3 +21,8 @@ CLIENT_LIMIT = "client out of file descriptors"  # the load generator's host, no
 def http(status: int) -> str:
     """HTTP failures are counted per status code: 'HTTP 429', 'HTTP 503'."""
     return f"HTTP {status}"
+
+
+def grpc_status(code: str) -> str:
+    """gRPC failures are counted per status code, as HTTP ones: 'gRPC RESOURCE_EXHAUSTED', 'gRPC UNAUTHENTICATED'."""
+    return f"gRPC {code}"

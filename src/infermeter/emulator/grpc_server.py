@@ -5,6 +5,12 @@ takes it (`sampling_parameters`, a JSON string with max_tokens) or as a request 
 Each generated token is one ModelStreamInferResponse with a BYTES output `text_output`; the last one carries the
 parameter `triton_final_response` = true and, as `infermeter_server_token_times`, the server's emission time of
 each token (seconds after the request arrived, a JSON list), as the HTTP front end's final event does.
+
+With `api_key` set, a call without `authorization: Bearer <key>` metadata ends UNAUTHENTICATED.  Configured faults
+apply as gRPC has them: HTTP statuses become the status codes Triton answers with (429 RESOURCE_EXHAUSTED, 500
+INTERNAL, 503 UNAVAILABLE), resets end the call UNAVAILABLE (before any response, or after a share of the tokens),
+stalls hold the stream, an error event is a response with error_message; the SSE framing faults (invalid JSON, CRLF,
+split reads, ...) have no gRPC form and are not injected.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ import orjson
 
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.engine_loop import Handle, RealClockEngine, prompt_words, reply_word
+from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
 
 DEFAULT_MAX_TOKENS = 16
+MID_STREAM = ("stall_mid_stream", "reset_mid_stream", "error_event")
+GRPC_STATUS = {429: grpc.StatusCode.RESOURCE_EXHAUSTED, 500: grpc.StatusCode.INTERNAL, 503: grpc.StatusCode.UNAVAILABLE}
 
 
 class RequestError(ValueError):
@@ -78,6 +87,7 @@ class Emulator(Protocol):
 
     config: EmulatorConfig
     engine: RealClockEngine | None
+    faults: FaultPlan
 
     def too_long(self, prompt: int, max_tokens: int) -> str | None: ...
 
@@ -98,13 +108,22 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        key = self.emulator.config.api_key
+        if key is not None and dict(context.invocation_metadata()).get("authorization") != f"Bearer {key}":
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key (authorization metadata)")
         async for req in request_iterator:
-            async for resp in self._one(req):
+            async for resp in self._one(req, context):
                 yield resp
 
-    async def _one(self, req: pb.ModelInferRequest) -> AsyncIterator[pb.ModelStreamInferResponse]:
+    async def _one(self, req: pb.ModelInferRequest, context: Any) -> AsyncIterator[pb.ModelStreamInferResponse]:
         emu = self.emulator
         received = time.perf_counter()
+        fault = emu.faults.draw()
+        if fault is not None and fault.kind in HTTP_STATUS:
+            status = HTTP_STATUS[fault.kind]
+            await context.abort(GRPC_STATUS[status], HTTP_MESSAGE[status])
+        if fault is not None and fault.kind == "reset_before_headers":
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset (injected fault)")
         try:
             prompt, max_tokens = parse_request(req)
             words = prompt_words(prompt)
@@ -120,10 +139,20 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
         model = req.model_name or emu.config.model
         delay = emu.config.output_filter_ms / 1000
         times: list[float] = []
+        strike = fault.token_index(max_tokens) if fault is not None else -1
         try:
+            if fault is not None and fault.kind == "stall_before_first_token":
+                await asyncio.sleep(fault.stall_s)
             while (t := await handle.queue.get()) is not None:
                 if delay and (wait := t + delay - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
+                if len(times) == strike + 1 and fault is not None and fault.kind in MID_STREAM:
+                    if fault.kind == "stall_mid_stream":
+                        await asyncio.sleep(fault.stall_s)
+                    else:
+                        emu.engine.abandon(handle)  # type: ignore[union-attr]
+                        yield await _ended(fault, context)
+                        return
                 times.append(t)
                 out = pb.ModelInferResponse.InferOutputTensor(
                     name="text_output",
@@ -144,6 +173,13 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
         offsets = orjson.dumps([round(t - received, 6) for t in times]).decode()
         final.parameters["infermeter_server_token_times"].string_param = offsets
         yield pb.ModelStreamInferResponse(infer_response=final)
+
+
+async def _ended(fault: Fault, context: Any) -> pb.ModelStreamInferResponse:
+    """A mid-stream fault that ends the stream: a reset ends the call, an error event is a last response."""
+    if fault.kind == "reset_mid_stream":
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset mid-stream (injected fault)")
+    return pb.ModelStreamInferResponse(error_message="The engine failed mid-generation (injected fault)")
 
 
 async def start_grpc(emulator: Emulator, host: str, port: int) -> tuple[grpc.aio.Server, int]:
