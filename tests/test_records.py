@@ -177,6 +177,7 @@ def test_v1_run_json_reads_upgraded(name):
         (lambda d: d.update(colour="blue"), r"unknown key 'colour'"),
         (lambda d: d["warmup"].update(requests="many"), r"warmup\.requests: Input should be a valid integer"),
         (lambda d: d.update(schema_version="infermeter.run/3"), r"has schema_version 'infermeter\.run/3', which"),
+        (lambda d: d.update(schema_version=[1]), r"has schema_version \[1\], which infermeter .* cannot read"),
     ],
 )
 def test_a_stray_key_or_an_unknown_version_is_refused_in_one_line(tmp_path, change, message):

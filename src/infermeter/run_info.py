@@ -72,6 +72,8 @@ class Arrivals(Block):
 
 
 class WorkloadClass(Block):
+    """One request class: its share of requests and its length distributions, described in words."""
+
     name: str = ""
     weight: float = 1.0
     input: str
@@ -79,6 +81,8 @@ class WorkloadClass(Block):
 
 
 class PrefixSharing(Block):
+    """Shared prompt prefixes: the share of requests with one, how many distinct ones, their length."""
+
     fraction: float
     count: int
     length: str
@@ -141,6 +145,8 @@ class Warmup(Block):
 
 
 class Timeouts(Block):
+    """The client's timeouts in seconds: connecting, the first token, the whole request."""
+
     connect: float
     first_token: float
     total: float
@@ -187,6 +193,8 @@ class Engine(Block):
 
 
 class PromptMismatch(Block):
+    """A prompt whose length the server counted differently from the length it was built to."""
+
     request_id: int
     built: int
     server: int
@@ -248,7 +256,7 @@ def parse_run_info(doc: object, where: str) -> RunInfo:
     if not isinstance(doc, dict):
         raise UserError(f"{where} is not a valid run description: it is not a JSON object")
     version = doc.get("schema_version", RUN_SCHEMA_V1)
-    while version in UPGRADES:
+    while isinstance(version, str) and version in UPGRADES:
         doc = UPGRADES[version](doc)
         version = doc["schema_version"]
     if version != RUN_SCHEMA:

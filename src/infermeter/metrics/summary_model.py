@@ -77,11 +77,15 @@ STAT_NAMES = frozenset({"mean", "std", "min", "max", "p50", "p90", "p95", "p99",
 
 
 class ErrorCount(Block):
+    """A failed request's full error text and how many requests failed with it."""
+
     error: str
     count: int
 
 
 class Requests(Block):
+    """Requests by outcome: totals, status counts, failures by reason."""
+
     total: int
     ok: int
     failed: int
@@ -109,6 +113,8 @@ class Goodput(Block):
 
 
 class MissRateCurve(Block):
+    """P99 over requests of the decode deadline-miss rate against target TBT (seeds/001 Figure 5d)."""
+
     tbt_ms: list[int]
     p99_miss_rate: list[float | None]
     requests: int
@@ -132,6 +138,8 @@ class Fluidity(Block):
 
 
 class TtftBucket(Block):
+    """TTFT percentiles of the requests in one input-length bucket (the draft's Table 2)."""
+
     bucket: str
     n: int
     p50: float | None
@@ -151,6 +159,8 @@ class Chunking(Block):
 
 
 class ClassLatency(Block):
+    """One request class's counts and latency percentiles (the draft's Table 8)."""
+
     count: int
     ok: int
     ttft_p50: float | None
@@ -169,6 +179,8 @@ class Fairness(Block):
 
 
 class Gauge(Block):
+    """A server gauge over the run (summed over label sets): the metric read, and its statistics."""
+
     metric: str
     mean: float
     p50: float
@@ -177,6 +189,8 @@ class Gauge(Block):
 
 
 class CounterDelta(Block):
+    """A server counter's increase over the run."""
+
     metric: str
     delta: float
 
