@@ -51,7 +51,7 @@ def main() -> None:
         summary = write_sim_run(out, Path(tmp) / "run", decl, 42, args.token_times, args.token_limit)
         t_write = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in (Path(tmp) / "run").iterdir()) / 1024**2
-    mode = "endpoints" if "itl_source" in summary else "full"
+    mode = "endpoints" if summary.itl_source is not None else "full"
     print(
         f"{args.requests:,} requests of synthetic-skewed, {args.engines} engines, "
         f"{args.scheduler}{' K=8' if multi_bin else ''}, "
@@ -64,8 +64,8 @@ def main() -> None:
     print(f"  run directory + summary:       {t_write:6.1f} s   peak RSS {peak_rss_gb():.2f} GB, {size:.0f} MB on disk")
     print(f"  token times recorded:          {mode} (limit {args.token_limit:,} tokens)")
     print(
-        f"  throughput {summary['throughput']['req_s']:.2f} req/s, GPU utilization "
-        f"{summary['sim']['gpu_utilization']:.1%}, ITL p99 {summary['itl_ms']['p99']:.2f} ms"
+        f"  throughput {summary.throughput.req_s:.2f} req/s, GPU utilization "
+        f"{summary.sim.gpu_utilization if summary.sim else 0.0:.1%}, ITL p99 {summary.itl_ms.p99 or 0.0:.2f} ms"
     )
 
 

@@ -47,6 +47,7 @@ from infermeter.emulator import EmulatorConfig, emulator_process
 from infermeter.load import LiveStats, LoadPattern, drive
 from infermeter.process_limits import raise_open_files_limit
 from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, read_records
+from infermeter.run_info import Load, Sut, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import simulate
 from infermeter.workload import ArrivalSpec, arrival_offsets, ids
 from infermeter.workload.prompts import build_prompt
@@ -402,10 +403,15 @@ async def soak(
     client = OpenAIClient(ClientConfig(url, model=MODEL), clock)
     info = RunInfo(
         kind="emulated",
-        sut={"model": MODEL, "url": url, "speed": args.speed, "prefix_caching": not args.no_prefix_caching},
-        workload={"input_tokens": args.input_tokens, "output_tokens": args.output_tokens, "requests": n_planned},
-        load={"description": f"soak: {schedule}", "requests": n_planned, "capacity_req_s": capacity},
-        warmup={"done": True, "note": f"capacity measurement ({how})"},
+        sut=Sut(
+            model=MODEL,
+            url=url,
+            software=f"infermeter emulator, speed x{args.speed:g}",
+            prefix_caching="disabled" if args.no_prefix_caching else "enabled",
+        ),
+        workload=WorkloadDeclaration(name=f"fixed {args.input_tokens} in / {args.output_tokens} out tokens"),
+        load=Load(description=f"soak: {schedule} (capacity {capacity:g} req/s)", requests=n_planned),
+        warmup=Warmup(done=True, note=f"capacity measurement ({how})"),
         notes=["benchmarks/soak.py"],
     )
     stats = LiveStats()

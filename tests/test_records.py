@@ -7,6 +7,7 @@ import textwrap
 import orjson
 import pyarrow.parquet as pq
 import pytest
+from pydantic import ValidationError
 
 from infermeter.errors import UserError
 from infermeter.records import (
@@ -21,6 +22,23 @@ from infermeter.records import (
     table_to_records,
     write_records,
 )
+from infermeter.run_info import (
+    RUN_SCHEMA,
+    Arrivals,
+    Client,
+    Load,
+    PromptMismatch,
+    PromptVerification,
+    ServerMetricsSource,
+    Sut,
+    Telemetry,
+    Timeouts,
+    Tokenizer,
+    Warmup,
+    WorkloadDeclaration,
+    parse_run_info,
+)
+from tests.contract import EARLIER_RUNS, V1_RUNS
 
 
 def test_round_trip_keeps_every_field(tmp_path, records):
@@ -92,3 +110,80 @@ def test_bad_run_dirs(tmp_path):
 def test_records_are_dataclasses_with_contract_fields():
     r = RequestRecord(request_id=1)
     assert [f for f in r.__slots__] == SCHEMA.names
+
+
+def _contained(old, new, where=""):
+    """Where `old` is not carried over into `new` (new may add keys, as nulls or defaults)."""
+    if isinstance(old, dict):
+        if not isinstance(new, dict):
+            return [f"{where}: {new!r}"]
+        return [d for k, v in old.items() for d in (_contained(v, new[k], f"{where}.{k}") if k in new else [k])]
+    return [] if old == new else [f"{where}: {old!r} became {new!r}"]
+
+
+def test_run_json_round_trip_with_every_block(tmp_path, records):
+    info = RunInfo(
+        kind="emulated",
+        sut=Sut(model="m", url="http://127.0.0.1:1", hardware="h", boundary="Model Engine", faults=[{"kind": "stall"}]),
+        workload=WorkloadDeclaration(name="w", seed=3, spec={"name": "w"}, arrivals=Arrivals(kind="poisson", rate=2)),
+        load=Load(description="open-loop poisson at 2 req/s", requests=4, arrivals=Arrivals(kind="poisson", rate=2)),
+        tokenizer=Tokenizer(name="cl100k_base", counting_method="B", vocab_size=100277),
+        warmup=Warmup(done=True, requests=100, probes_after_s=[0.1, 0.1, 0.1]),
+        client=Client(backend="openai", timeouts_s=Timeouts(connect=1, first_token=2, total=3), extra_body={"a": 1}),
+        deadlines="ttft=300ms,tbt=25ms",
+        started_at_clock=0.5,
+        server_metrics=ServerMetricsSource(url="http://127.0.0.1:1/metrics", available=True, interval_s=1.0),
+        telemetry=Telemetry(interval_s=1.0, sources={"cpu": "psutil"}),
+        prompt_verification=PromptVerification(
+            endpoint="/tokenize", checked=2, mismatches=1, examples=[PromptMismatch(request_id=1, built=9, server=10)]
+        ),
+        config={"scenario": "anything the config package validates"},
+    )
+    write_records(tmp_path / "run", info, records)
+    raw = orjson.loads((tmp_path / "run" / "run.json").read_bytes())
+    assert raw["schema_version"] == "infermeter.run/2" and raw["client"]["timeouts_s"]["first_token"] == 2.0
+    assert read_run_info(tmp_path / "run") == info
+    # a value assigned after construction is checked like one read from run.json
+    with pytest.raises(ValidationError):
+        info.warmup = {"done": True, "colour": "blue"}
+
+
+@pytest.mark.parametrize("name", V1_RUNS)
+def test_v1_run_json_reads_upgraded(name):
+    """A run.json of infermeter.run/1 reads as the current version, every value it held carried over."""
+    path = EARLIER_RUNS / name / "run.json"
+    old = orjson.loads(path.read_bytes())
+    info = read_run_info(EARLIER_RUNS / name)
+    assert old["schema_version"] == "infermeter.run/1" and info.schema_version == RUN_SCHEMA == "infermeter.run/2"
+    new = info.model_dump(mode="json")
+    if name == "v1-sim":  # the engine's configuration now sits apart from the figures derived from it
+        engine = old.pop("engine")
+        assert new["engine"]["latency_model"] == engine.pop("latency_model") == "batch"
+        assert new["engine"]["kv_capacity"] == engine.pop("kv_capacity") == 42666
+        assert new["engine"]["config"] == engine and info.token_times == "endpoints"
+        new.pop("engine")
+    else:
+        assert info.client is not None and info.client.timeouts_s is not None
+        assert info.client.timeouts_s.first_token == 120.0 and info.started_at_clock == pytest.approx(0.5704, abs=1e-4)
+        assert info.server_metrics is not None and info.server_metrics.available and info.token_times is None
+    assert _contained({k: v for k, v in old.items() if k != "schema_version"}, new) == []
+    assert parse_run_info(info.model_dump(mode="json"), "again") == info  # the upgraded document is a current one
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d["sut"].update(colour="blue"), r"unknown key 'sut\.colour' \(not part of infermeter\.run/2\)"),
+        (lambda d: d.update(colour="blue"), r"unknown key 'colour'"),
+        (lambda d: d["warmup"].update(requests="many"), r"warmup\.requests: Input should be a valid integer"),
+        (lambda d: d.update(schema_version="infermeter.run/3"), r"has schema_version 'infermeter\.run/3', which"),
+        (lambda d: d.update(schema_version=[1]), r"has schema_version \[1\], which infermeter .* cannot read"),
+    ],
+)
+def test_a_stray_key_or_an_unknown_version_is_refused_in_one_line(tmp_path, change, message):
+    doc = orjson.loads((EARLIER_RUNS / "v1-live" / "run.json").read_bytes())
+    change(doc)
+    (tmp_path / "run.json").write_bytes(orjson.dumps(doc))
+    with pytest.raises(UserError, match=message) as err:
+        read_run_info(tmp_path)
+    assert str(err.value).startswith(str(tmp_path / "run.json")) and "\n" not in str(err.value)

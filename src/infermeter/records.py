@@ -9,21 +9,18 @@ record come back as "cancelled: outcome not recorded".  Closing the run turns th
 reading a run directory whose run never closed recovers from the journal and the ledger.
 
 A failed request's `error` is "<reason>: <detail>", the reason taken from a short vocabulary (`failure`), so that
-summaries count failures by reason.
+summaries count failures by reason.  run.json's model, `RunInfo`, lives in infermeter.run_info (re-exported here);
+summary.json's, `Summary`, in infermeter.metrics.summary_model (records writes it, never imports it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import os
-import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -31,10 +28,10 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
-from infermeter import __version__
 from infermeter.errors import UserError
+from infermeter.run_info import RunInfo, parse_run_info
 from infermeter.secrets import redact, redact_deep
 
 RUN_JSON = "run.json"
@@ -117,40 +114,6 @@ def records_to_table(records: list[RequestRecord]) -> pa.Table:
 def table_to_records(table: pa.Table) -> list[RequestRecord]:
     """Records back from an Arrow table (for tests and small runs; metrics work on columns directly)."""
     return [RequestRecord(**row) for row in table.select(SCHEMA.names).to_pylist()]
-
-
-class RunInfo(BaseModel):
-    """run.json: everything a report must declare about how the records were produced."""
-
-    model_config = ConfigDict(extra="allow")
-    schema_version: str = "infermeter.run/1"
-    kind: Literal["live", "emulated", "simulated", "test"] = "live"
-    started_at: str = Field(default_factory=lambda: wall_clock_iso())
-    clock: str = "time.perf_counter (monotonic), seconds since the run's start"
-    sut: dict[str, Any] = Field(default_factory=dict)
-    workload: dict[str, Any] = Field(default_factory=dict)
-    load: dict[str, Any] = Field(default_factory=dict)
-    tokenizer: dict[str, Any] = Field(default_factory=dict)
-    itl_option: Literal["A", "B", "C"] = "B"
-    warmup: dict[str, Any] = Field(default_factory=lambda: {"done": False})
-    slo: dict[str, float] = Field(default_factory=dict)
-    software: dict[str, str] = Field(default_factory=lambda: software_versions())
-    notes: list[str] = Field(default_factory=list)
-    stopped: str | None = None  # why the run ended before its plan ("interrupted", "terminated", a disk failure)
-
-
-def wall_clock_iso(t: float | None = None) -> str:
-    """UTC wall-clock time as ISO 8601 with milliseconds (draft 4.7.4)."""
-    moment = dt.datetime.fromtimestamp(time.time() if t is None else t, tz=dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def software_versions() -> dict[str, str]:
-    out = {"infermeter": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
-    for pkg in ("numpy", "pyarrow", "scipy", "aiohttp"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[pkg] = metadata.version(pkg)
-    return out
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -276,7 +239,7 @@ class RunWriter:
             if self.on_failure is not None:
                 self.on_failure(self.failure)
 
-    def close(self, summary: dict[str, Any] | None = None) -> pa.Table:
+    def close(self, summary: BaseModel | None = None) -> pa.Table:
         """Seal the journal into records.parquet (and write summary.json when given); returns the records, those
         a failed disk could not take included."""
         if self.closed:
@@ -335,24 +298,23 @@ def write_run_info(run_dir: Path, info: RunInfo) -> None:
     _write_json(run_dir / RUN_JSON, info.model_dump(mode="json"))
 
 
-def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    _write_json(run_dir / SUMMARY, summary)
+def write_summary(run_dir: Path, summary: BaseModel) -> None:
+    """summary.json: the summary model (metrics.summary_model.Summary) as JSON, its version included."""
+    _write_json(run_dir / SUMMARY, summary.model_dump(mode="json"))
 
 
 def read_run_info(run_dir: Path) -> RunInfo:
+    """run.json of any version this infermeter knows (an older one upgraded); a one-line error otherwise."""
     path = run_dir / RUN_JSON
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory: it has no {RUN_JSON}")
     try:
-        return RunInfo.model_validate(orjson.loads(path.read_bytes()))
+        doc = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise UserError(f"{path} is not a valid run description: {exc}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise UserError(f"{path} is not a valid run description: {where}: {first['msg']}") from None
     except OSError as exc:
         raise UserError(f"{path} cannot be read ({exc.strerror})") from None
+    return parse_run_info(doc, str(path))
 
 
 def read_records(run_dir: Path) -> pa.Table:

@@ -10,6 +10,7 @@ from infermeter.errors import UserError
 from infermeter.load.options import RunOptions
 from infermeter.load.run import benchmark
 from infermeter.records import RequestRecord, RunClock, read_records, read_run_info
+from infermeter.run_info import Client
 from infermeter.workload.arrivals import ArrivalSpec
 
 TTFT_S, ITL_S = 0.004, 0.002
@@ -37,8 +38,8 @@ class ScriptedBackend:
     async def close(self) -> None:
         pass
 
-    def declaration(self):
-        return {"backend": "scripted", "transport": "in-process"}
+    def declaration(self) -> Client:
+        return Client(backend="scripted", transport="in-process")
 
     async def server_token_count(self, text: str) -> int | None:
         return None
@@ -67,11 +68,11 @@ def test_a_run_goes_through_any_registered_backend(tmp_path, monkeypatch):
     result = asyncio.run(benchmark(opts))
     records = read_records(result.run_dir)
     assert len(records) == 40 and set(records.column("status").to_pylist()) == {"ok"}
-    assert read_run_info(result.run_dir).client["backend"] == "scripted"
+    assert read_run_info(result.run_dir).client.backend == "scripted"
     # the summary is computed from what the backend recorded, whatever the transport
-    assert result.summary["ttft_ms"]["p50"] == pytest.approx(TTFT_S * 1e3)
-    assert result.summary["itl_ms"]["p50"] == pytest.approx(ITL_S * 1e3)
-    assert result.summary["requests"]["ok"] == 40
+    assert result.summary.ttft_ms.p50 == pytest.approx(TTFT_S * 1e3)
+    assert result.summary.itl_ms.p50 == pytest.approx(ITL_S * 1e3)
+    assert result.summary.requests.ok == 40
 
 
 def test_an_unknown_backend_is_refused_with_the_choices():

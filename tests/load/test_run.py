@@ -44,9 +44,9 @@ def test_open_loop_run_with_the_drafts_warmup(fast_emulator, tmp_path):
     info = read_run_info(out)
     warm = info.warmup
     # draft 4.5.1: at least 100 requests and 10,000 output tokens, queue drained, probes until stable
-    assert warm["done"] and warm["requests"] >= 100 and warm["output_tokens"] >= 10_000 and warm["queue_drained"]
-    assert warm["probe_before_s"] > 0 and len(warm["probes_after_s"]) >= 3
-    assert info.itl_option == "C" and info.workload["name"] == "synthetic-uniform" and info.workload["seed"] == 42
+    assert warm.done and warm.requests >= 100 and warm.output_tokens >= 10_000 and warm.queue_drained
+    assert warm.probe_before_s > 0 and len(warm.probes_after_s) >= 3
+    assert info.itl_option == "C" and info.workload.name == "synthetic-uniform" and info.workload.seed == 42
     cols = _cols(out)
     assert cols.n == 60 and cols.ok.all()  # the warm-up is not in the records
     summary = orjson.loads((out / "summary.json").read_bytes())
@@ -86,7 +86,7 @@ def test_closed_loop_keeps_concurrency_and_barrier(fast_emulator, tmp_path):
     first4 = np.sort(cols.scheduled_at)[:4]
     assert first4.max() - first4.min() < 0.005  # released together: one event-loop turn, not a timing tail
     warmup = read_run_info(out).warmup
-    assert not warmup["done"] and warmup["cold_start"]
+    assert not warmup.done and warmup.cold_start
 
 
 def test_a_run_without_warm_up_is_labelled_a_cold_start(fast_emulator, tmp_path):
@@ -147,4 +147,4 @@ def test_a_trace_is_replayed_at_its_own_arrival_times(fast_emulator, tmp_path):
     assert sorted(r["input_tokens"] for r in records) == [8 + k for k in range(12)]  # the emulator's own count
     planned = np.sort([r["scheduled_at"] for r in records])
     np.testing.assert_allclose(np.diff(planned), 0.05, atol=1e-9)  # 0.5 s apart in the trace, 10x faster
-    assert "replay of trace.csv" in read_run_info(out).load["description"]
+    assert "replay of trace.csv" in (read_run_info(out).load.description or "")

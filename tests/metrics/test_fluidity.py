@@ -119,17 +119,18 @@ def test_summary_fluidity_block_and_rates():
         for i, g in enumerate([0.02] * 99 + [0.08])
     ]
     s = summarize(RecordColumns.from_records(recs), "B", None, parse_deadlines("ttft=300ms,tbt=25ms,target=0.9"))
-    f = s["fluidity"]
-    assert f["tbt_deadline_ms"] == 25 and f["ttft_deadline_ms"] == 300
+    f = s.fluidity
+    assert f is not None
+    assert f.tbt_deadline_ms == 25 and f.ttft_deadline_ms == 300
     # 99 smooth requests meet every deadline; the one with 80 ms gaps misses most of its 25 ms deadlines
-    assert f["share_meeting_target"] == pytest.approx(0.99)
-    assert f["index"]["n"] == 100 and f["index"]["max"] == 1.0
-    assert f["tpot_tok_s"] == pytest.approx(1 / np.mean([0.02] * 99 + [0.08]))
-    assert f["p99_itl_tok_s"] == pytest.approx(1 / np.percentile([0.02] * 990 + [0.08] * 10, 99))
+    assert f.share_meeting_target == pytest.approx(0.99)
+    assert f.index.n == 100 and f.index.max == 1.0
+    assert f.tpot_tok_s == pytest.approx(1 / np.mean([0.02] * 99 + [0.08]))
+    assert f.p99_itl_tok_s == pytest.approx(1 / np.percentile([0.02] * 990 + [0.08] * 10, 99))
     # min D_d: 20 ms for the smooth ones, 80 ms for the slow one (no slack to borrow): P99 interpolates
     expect_p99 = np.percentile([0.02] * 99 + [0.08], 99)
-    assert f["fluid_tok_s"] == pytest.approx(1 / expect_p99, rel=1e-3)
-    assert len(f["miss_rate_curve"]["tbt_ms"]) == len(f["miss_rate_curve"]["p99_miss_rate"])
+    assert f.fluid_tok_s == pytest.approx(1 / expect_p99, rel=1e-3)
+    assert len(f.miss_rate_curve.tbt_ms) == len(f.miss_rate_curve.p99_miss_rate)
 
 
 def test_parse_deadlines_errors():

@@ -6,29 +6,29 @@ from infermeter.metrics.statistics import PERCENTILES, ci_ranks, pkey, stats
 
 def test_stats_match_hand_values():
     s = stats(np.array([1.0, 2.0, 3.0, 4.0, np.nan]), scale=1000)
-    assert s["n"] == 4
-    assert s["mean"] == pytest.approx(2500)
-    assert s["min"] == 1000 and s["max"] == 4000
+    assert s.n == 4
+    assert s.mean == pytest.approx(2500)
+    assert s.min == 1000 and s.max == 4000
     # linear interpolation: position (n-1) q = 1.5 for the median, 2.97 for P99
-    assert s["p50"] == pytest.approx(2500)
-    assert s["p99"] == pytest.approx(3970)
-    assert s["std"] == pytest.approx(np.std([1, 2, 3, 4]) * 1000)
+    assert s.p50 == pytest.approx(2500)
+    assert s.p99 == pytest.approx(3970)
+    assert s.std == pytest.approx(np.std([1, 2, 3, 4]) * 1000)
 
 
 def test_percentiles_equal_numpy_on_large_input():
     x = np.random.default_rng(0).lognormal(size=100_001)
     s = stats(x)
     for p in PERCENTILES:
-        assert s[pkey(p)] == pytest.approx(np.percentile(x, p), rel=1e-12)
+        assert s.percentile(p) == s.value(pkey(p)) == pytest.approx(np.percentile(x, p), rel=1e-12)
 
 
 def test_ci_brackets_the_estimate_and_is_null_when_too_few():
     x = np.arange(1, 101, dtype=float)
     s = stats(x)
-    lo, hi = s["ci95"]["p50"]
-    assert lo < s["p50"] < hi
+    lo, hi = s.ci95.p50
+    assert lo < s.p50 < hi
     # 100 samples cannot bound P99.9 from above
-    assert s["ci95"]["p99.9"][1] is None
+    assert s.ci95.p99_9[1] is None
     # Binomial(10, 0.99): P(B <= 8) = 0.0043 < 0.025 <= P(B <= 9) = 0.0956, so the lower rank is 9
     assert ci_ranks(10, 0.99) == (9, None)
 
@@ -45,11 +45,11 @@ def test_ci_coverage_is_at_least_95_percent():
 
 
 def test_sample_count_warnings_follow_5_1_4_3():
-    assert len(stats(np.ones(999))["warnings"]) == 2
-    assert len(stats(np.ones(1000))["warnings"]) == 1
-    assert stats(np.ones(10000))["warnings"] == []
+    assert len(stats(np.ones(999)).warnings) == 2
+    assert len(stats(np.ones(1000)).warnings) == 1
+    assert stats(np.ones(10000)).warnings == []
     empty = stats(np.array([]))
-    assert empty["n"] == 0 and empty["p50"] is None
+    assert empty.n == 0 and empty.p50 is None
 
 
 @pytest.mark.parametrize("n", [10, 137, 1000, 123_457, 25_500_000])
@@ -70,7 +70,8 @@ def test_weighted_stats_equal_expanded_stats():
     v = rng.lognormal(size=300)
     w = rng.integers(0, 40, size=300)
     got, expect = stats_weighted(v, w, 1000), stats(np.repeat(v, w), 1000)
-    for key in ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99.9"):
-        assert got[key] == pytest.approx(expect[key], rel=1e-9), key
-    for p, bounds in expect["ci95"].items():
-        assert got["ci95"][p] == pytest.approx(bounds), p
+    assert got.n == expect.n
+    for key in ("mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99.9"):
+        assert got.value(key) == pytest.approx(expect.value(key), rel=1e-9), key
+    for p, bounds in expect.ci95.model_dump().items():
+        assert got.ci95.model_dump()[p] == pytest.approx(bounds), p

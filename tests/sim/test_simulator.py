@@ -87,7 +87,7 @@ def test_chunked_prefill_has_lower_p99_itl_than_continuous():
     for name in ("continuous", "chunked_prefill"):
         out = simulate(r, EngineConfig(scheduler=name))
         _, v, w = out.emissions.itl_weighted()
-        p99[name] = stats_weighted(v, w)["p99"]
+        p99[name] = stats_weighted(v, w).p99
         assert len(out.rejected) == 0
     assert p99["chunked_prefill"] < 0.5 * p99["continuous"], p99
 
@@ -114,7 +114,7 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
     out = simulate(r, EngineConfig(scheduler="chunked_prefill"), engines=2)
     run = tmp_path / "sim"
     summary = write_sim_run(out, run, {"name": "synthetic-skewed", "seed": 1}, 1, "full")
-    assert set(summary["sim"]) >= {
+    assert set(summary.model_dump(mode="json")["sim"]) >= {
         "gpu_utilization",
         "avg_batch_size",
         "queueing_delay_ms",
@@ -122,14 +122,14 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
         "request_sla_violation",
         "preemptions",
     }
-    assert 0 < summary["sim"]["gpu_utilization"] <= 1
+    assert summary.sim is not None and 0 < summary.sim.gpu_utilization <= 1
     cols = RecordColumns.from_table(read_records(run))
     assert cols.n == 500 and (cols.output_tokens == r.output_tokens).all()
     p = infermeter("report", run)
     assert p.returncode == 0, p.stderr
     assert "Table 1: TTFT Results" in p.stdout and "Simulated engine (utilization, batches, queueing, SLA)" in p.stdout
     j = report_json(run)
-    assert j["itl_ms"]["p99"] == pytest.approx(summary["itl_ms"]["p99"]) and "sim" in j
+    assert j["itl_ms"]["p99"] == pytest.approx(summary.itl_ms.p99) and "sim" in j
 
 
 def test_endpoints_mode_keeps_the_same_summary(tmp_path):
@@ -138,11 +138,13 @@ def test_endpoints_mode_keeps_the_same_summary(tmp_path):
     full = write_sim_run(out, tmp_path / "full", {}, 1, "full")
     ends = write_sim_run(out, tmp_path / "ends", {}, 1, "endpoints")
     for key in ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms", "max_pause_ms"):
-        for stat in ("n", "mean", "p50", "p99", "max"):
-            assert ends[key][stat] == pytest.approx(full[key][stat], rel=1e-9), (key, stat)
+        a, b = getattr(ends, key), getattr(full, key)
+        assert a.n == b.n, key
+        for stat in ("mean", "p50", "p99", "max"):
+            assert a.value(stat) == pytest.approx(b.value(stat), rel=1e-9), (key, stat)
     assert read_records(tmp_path / "ends").column("token_times").combine_chunks().value_lengths().to_numpy().max() == 2
     j = report_json(tmp_path / "ends")
-    assert j["itl_ms"]["p99"] == pytest.approx(full["itl_ms"]["p99"])
+    assert j["itl_ms"]["p99"] == pytest.approx(full.itl_ms.p99)
 
 
 def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path):

@@ -141,7 +141,7 @@ def test_capacity_against_the_emulator_matches_a_manual_sweep(tmp_path):
         assert 50 <= cap <= 70, probes  # the closed form above
         for factor, expect in ((0.9, True), (1.15, False)):
             summary, ok = manual[factor]
-            assert ok is expect, (factor, cap, summary["ttft_ms"]["p99"], probes)
+            assert ok is expect, (factor, cap, summary.ttft_ms.p99, probes)
 
     measured(measure, check)
 

@@ -26,14 +26,16 @@ def test_energy_block_joules_per_token_and_cost():
         "cpu_energy_j": np.array([0.0, 50.0, 100.0]),
     }
     e = energy_block(samples, 0.0, 2.0, 1000, {"gpu": "NVML", "cpu_energy": "RAPL"}, gpu_price_per_hour=3.6, gpus=2)
-    assert e["gpu_energy_j"] == pytest.approx(600.0) and e["cpu_energy_j"] == pytest.approx(100.0)
-    assert e["joules_per_output_token"] == pytest.approx(0.7)
+    assert e.gpu_energy_j == pytest.approx(600.0) and e.cpu_energy_j == pytest.approx(100.0)
+    assert e.joules_per_output_token == pytest.approx(0.7)
     # 2 GPUs x 2 s = 4 GPU-seconds at $3.6/h = $0.004 for 1000 tokens: $4 per million
-    assert e["gpu_seconds"] == 4.0 and e["cost_per_million_output_tokens"] == pytest.approx(4.0)
+    assert e.gpu_seconds == 4.0 and e.cost_per_million_output_tokens == pytest.approx(4.0)
     none = energy_block(
         {"t": np.array([0.0, 1.0])}, 0.0, 1.0, 10, {"cpu_energy": "unavailable: no RAPL", "gpu": "unavailable: no GPU"}
     )
-    assert none["energy_j"] is None and "CPU energy unavailable: no RAPL" in none["notes"]
+    assert none.energy_j is None and "CPU energy unavailable: no RAPL" in none.notes
+    # a source the host lacks, and a cost without a price, leave their keys out of summary.json (not null)
+    assert set(none.model_dump(mode="json")) == {"window_s", "sources", "energy_j", "joules_per_output_token", "notes"}
 
 
 def test_rapl_counters_with_wraparound(tmp_path):
@@ -75,8 +77,9 @@ vllm:time_to_first_token_seconds_bucket{{le="0.1",model_name="m"}} 3
 """,
         )
     s = m.summary()
-    assert s["waiting"]["mean"] == pytest.approx(2.0) and s["waiting"]["max"] == 4
-    assert s["running"]["p50"] == 8 and s["prefix_cache_hit_rate"] == pytest.approx(0.5)
+    assert s.waiting is not None and s.waiting.mean == pytest.approx(2.0) and s.waiting.max == 4
+    assert s.running is not None and s.running.p50 == 8 and s.prefix_cache_hit_rate == pytest.approx(0.5)
+    assert "kv_usage" not in s.model_dump(mode="json")  # a role the server does not expose is left out
     assert not any(n.endswith("_bucket") for n in m.name)
 
 
@@ -101,9 +104,12 @@ def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
         )
         summary = asyncio.run(benchmark(opts)).summary
     assert (tmp_path / "r" / "server_metrics.parquet").is_file() and (tmp_path / "r" / "telemetry.parquet").is_file()
-    m = summary["server_metrics"]
-    assert m["scrapes"] >= 5 and m["running"]["max"] >= 1 and m["kv_usage"]["max"] > 0
-    assert 0 < m["prefix_cache_hit_rate"] < 1  # code-completion shares repository prefixes
-    e = summary["energy"]
-    assert e["sources"]["cpu"] == "psutil" and ("cpu_energy_j" in e or any("CPU energy" in n for n in e["notes"]))
-    assert read_run_info(tmp_path / "r").server_metrics["available"] is True
+    m = summary.server_metrics
+    assert m is not None and m.running is not None and m.kv_usage is not None
+    assert m.scrapes >= 5 and m.running.max >= 1 and m.kv_usage.max > 0
+    assert m.prefix_cache_hit_rate is not None and 0 < m.prefix_cache_hit_rate < 1  # code-completion shares prefixes
+    e = summary.energy
+    assert e is not None and e.sources["cpu"] == "psutil"
+    assert "cpu_energy_j" in e.model_fields_set or any("CPU energy" in n for n in e.notes)
+    source = read_run_info(tmp_path / "r").server_metrics
+    assert source is not None and source.available is True

@@ -92,11 +92,11 @@ def finish_run(result) -> None:  # type: ignore[no-untyped-def]
         raise Stopped(f"interrupted: what was measured is in {result.run_dir}", ExitCode.INTERRUPTED)
     if result.stopped == "terminated":
         raise Stopped(f"terminated (SIGTERM): what was measured is in {result.run_dir}", ExitCode.TERMINATED)
-    r = result.summary["requests"]
-    if r["total"] and not r["ok"]:
-        top = next(iter(r["failures_by_reason"]), "unknown")
+    r = result.summary.requests
+    if r.total and not r.ok:
+        top = next(iter(r.failures_by_reason), "unknown")
         raise Stopped(
-            f"no request succeeded: {r['failed']} of {r['total']} failed (most often: {top}); "
+            f"no request succeeded: {r.failed} of {r.total} failed (most often: {top}); "
             f"see infermeter report {result.run_dir}",
             ExitCode.NO_SUCCESS,
         )

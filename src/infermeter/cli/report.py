@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import about, app
-from infermeter.metrics import RecordColumns, summarize
+from infermeter.errors import UserError
+from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.goodput import parse_slo
+from infermeter.metrics.summary_model import parse_summary
 from infermeter.records import (
     NOT_RECORDED,
     SUMMARY,
@@ -39,16 +41,17 @@ def report(
     deadlines: opt.Deadlines = None,
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated)."""
-    results = []
+    results: list[tuple[Path, RunInfo, Summary]] = []
     for run_dir in run_dirs:
         with about("run_dirs"):
             info = read_run_info(run_dir)
             cols = RecordColumns.from_table(read_records(run_dir))
+            stored = _stored_summary(run_dir)
         option = itl_option or info.itl_option
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)
-        spec = deadlines if deadlines is not None else getattr(info, "deadlines", None)
+        spec = deadlines if deadlines is not None else info.deadlines
         summary = summarize(cols, option, bounds, parse_deadlines(spec) if spec else None)  # type: ignore[arg-type]
-        summary.update(_stored_blocks(run_dir, info))
+        _stored_blocks(summary, stored, info)
         if not is_sealed(run_dir):
             lost = int(sum(e.startswith(NOT_RECORDED) for e in cols.error.tolist()))
             info.notes.append(
@@ -57,32 +60,52 @@ def report(
             )
         results.append((run_dir, info, summary))
     if json:
-        payload = results[0][2] if len(results) == 1 else {str(d): s for d, _, s in results}
-        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        payload: Any = (
+            results[0][2].model_dump(mode="json")
+            if len(results) == 1
+            else {str(d): s.model_dump(mode="json") for d, _, s in results}
+        )
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     if len(results) > 1:
         print(comparison_table([(d.name or str(d), s) for d, _, s in results]))
         return
     _, info, summary = results[0]
     print(full_report(summary, info))
-    if "sim" in summary:
+    if summary.sim is not None:
         print()
         print(sim_table(summary))
 
 
-def _stored_blocks(run_dir: Path, info: RunInfo) -> dict[str, object]:
-    """Blocks the records alone cannot give back: the simulator's `sim` block, and ITL when only endpoints
-    of each stream were recorded."""
+def _stored_summary(run_dir: Path) -> Summary | None:
+    """The run's summary.json as written (any version), or None when the run left none; a damaged one is a
+    one-line error."""
     path = run_dir / SUMMARY
     if not path.is_file():
-        return {}
+        return None
     try:
-        stored = orjson.loads(path.read_bytes())
-    except (orjson.JSONDecodeError, OSError):
-        return {}
-    if not isinstance(stored, dict):
-        return {}
-    keys = ["sim", "server_metrics", "energy"]
-    if getattr(info, "token_times", "full") == "endpoints":
-        keys += ["itl_ms", "jitter_ms", "max_pause_ms", "itl_source", "fluidity"]
-    return {k: stored[k] for k in keys if k in stored}
+        return parse_summary(orjson.loads(path.read_bytes()), str(path))
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{path} is not a valid summary: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror})") from None
+
+
+def _stored_blocks(summary: Summary, stored: Summary | None, info: RunInfo) -> None:
+    """Blocks the records alone cannot give back, taken from summary.json: the simulator's `sim` block, the
+    server's metrics and energy, and ITL (with its source) when only the endpoints of each stream were recorded."""
+    if stored is None:
+        return
+    if stored.sim is not None:
+        summary.sim = stored.sim
+    if stored.server_metrics is not None:
+        summary.server_metrics = stored.server_metrics
+    if stored.energy is not None:
+        summary.energy = stored.energy
+    if info.token_times == "endpoints":
+        summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = stored.itl_ms, stored.jitter_ms, stored.max_pause_ms
+        summary.fluidity = stored.fluidity
+        if stored.itl_source is not None:
+            summary.itl_source = stored.itl_source
+        if stored.fluidity_note is not None:
+            summary.fluidity_note = stored.fluidity_note

@@ -8,13 +8,14 @@ from BACKENDS (`--backend`).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from infermeter.errors import UserError
 
 if TYPE_CHECKING:
     from infermeter.client.openai_sse import ClientConfig, PreparedRequest
     from infermeter.records import RequestRecord, RunClock
+    from infermeter.run_info import Client
 
 
 class Backend(Protocol):
@@ -29,7 +30,7 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> Client:
         """What run.json says about the transport (never a secret)."""
         ...
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -25,6 +24,7 @@ from infermeter.errors import UserError
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
 from infermeter.records import RequestRecord, RunClock, failure
+from infermeter.run_info import Client
 
 
 def grpc_target(base_url: str) -> str:
@@ -58,13 +58,11 @@ class KServeGrpcClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    def declaration(self) -> dict[str, Any]:
-        return {
-            "backend": "grpc",
-            "transport": "gRPC, KServe v2 / Triton ModelStreamInfer",
-            **self.config.declaration(),
-            "endpoint": self.target,
-        }
+    def declaration(self) -> Client:
+        transport = "gRPC, KServe v2 / Triton ModelStreamInfer"
+        return self.config.declaration().model_copy(
+            update={"backend": "grpc", "transport": transport, "endpoint": self.target}
+        )
 
     async def server_token_count(self, text: str) -> int | None:
         return None  # the KServe v2 protocol has no tokenize call

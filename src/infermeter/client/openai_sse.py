@@ -25,6 +25,7 @@ from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
 from infermeter.records import RequestRecord, RunClock, failure
+from infermeter.run_info import Client, Timeouts
 
 Api = Literal["completions", "chat"]
 ERROR_BODY_BYTES = 65536  # read at most this much of an HTTP error response
@@ -83,22 +84,20 @@ class ClientConfig:
             out["Authorization"] = f"Bearer {key}"
         return out
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> Client:
         """What run.json says about the client (the API key itself never appears)."""
-        return {
-            "endpoint": secrets.redact_url(self.endpoint),
-            "api": self.api,
-            "model": self.model,
-            "api_key": f"from ${self.api_key_env}" if self.api_key() else "none",
-            "timeouts_s": {
-                "connect": self.connect_timeout,
-                "first_token": self.first_token_timeout,
-                "total": self.total_timeout,
-            },
-            "ignore_eos": self.ignore_eos,
-            "temperature": self.temperature,
-            "extra_body": secrets.redact_deep(self.extra_body),
-        }
+        return Client(
+            endpoint=secrets.redact_url(self.endpoint),
+            api=self.api,
+            model=self.model,
+            api_key=f"from ${self.api_key_env}" if self.api_key() else "none",
+            timeouts_s=Timeouts(
+                connect=self.connect_timeout, first_token=self.first_token_timeout, total=self.total_timeout
+            ),
+            ignore_eos=self.ignore_eos,
+            temperature=self.temperature,
+            extra_body=secrets.redact_deep(self.extra_body),
+        )
 
 
 class _Failure(Exception):
@@ -149,8 +148,8 @@ class OpenAIClient:
     async def close(self) -> None:
         await self._session.close()
 
-    def declaration(self) -> dict[str, Any]:
-        return {"backend": "openai", "transport": "HTTP/1.1 + SSE", **self.config.declaration()}
+    def declaration(self) -> Client:
+        return self.config.declaration().model_copy(update={"backend": "openai", "transport": "HTTP/1.1 + SSE"})
 
     async def server_token_count(self, text: str) -> int | None:
         if self._tokenizer is None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
 from infermeter.client.urls import endpoint
+from infermeter.metrics.summary_model import ServerMetrics
 from infermeter.records import RunClock
 
 # role -> metric names (first present wins), across servers
@@ -81,7 +82,8 @@ class MetricsSeries:
                 return metric, times, np.bincount(np.searchsorted(times, t), weights=v, minlength=len(times))
         return None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ServerMetrics:
+        """summary.json's `server_metrics` block: each role's gauge statistics or counter delta, where exposed."""
         out: dict[str, Any] = {"scrapes": self.scrapes, "failed_scrapes": self.failures}
         for role in ("waiting", "running", "kv_usage"):
             s = self.series(role)
@@ -103,7 +105,7 @@ class MetricsSeries:
             out["prefix_cache_hit_rate"] = h["delta"] / q["delta"]
         elif (rate := self.series("prefix_hit_rate")) is not None:
             out["prefix_cache_hit_rate"] = float(rate[2][-1])
-        return out
+        return ServerMetrics.model_validate(out)  # a role the server lacks stays out of summary.json
 
 
 class MetricsScraper:

@@ -9,12 +9,14 @@ import numpy as np
 
 from infermeter.load.options import RunOptions
 from infermeter.metrics import RecordColumns
+from infermeter.metrics.summary_model import Energy, ServerMetrics
 from infermeter.records import (
     RunClock,
     RunInfo,
     disk_trouble,
     write_run_info,
 )
+from infermeter.run_info import ServerMetricsSource, Telemetry
 
 
 async def start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tuple[Any, Any]:
@@ -27,14 +29,14 @@ async def start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tu
         scraper = MetricsScraper(opts.metrics_url or opts.url, clock, opts.scrape_interval)
         if not await scraper.start():
             info.notes.append(f"no server metrics: {scraper.data.error} (scraping skipped)")
-            info.server_metrics = {"url": scraper.url, "available": False, "reason": scraper.data.error}
+            info.server_metrics = ServerMetricsSource(url=scraper.url, available=False, reason=scraper.data.error)
             scraper = None
         else:
-            info.server_metrics = {"url": scraper.url, "available": True, "interval_s": opts.scrape_interval}
+            info.server_metrics = ServerMetricsSource(url=scraper.url, available=True, interval_s=opts.scrape_interval)
     if opts.telemetry_interval > 0:
         sampler = TelemetrySampler(clock, opts.telemetry_interval)
         await sampler.start()
-        info.telemetry = {"interval_s": opts.telemetry_interval, "sources": sampler.sources()}
+        info.telemetry = Telemetry(interval_s=opts.telemetry_interval, sources=sampler.sources())
     with contextlib.suppress(OSError):  # a failing disk is the writer's to report
         write_run_info(opts.out, info)
     return scraper, sampler
@@ -42,7 +44,8 @@ async def start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tu
 
 async def stop_monitors(
     opts: RunOptions, scraper: Any, sampler: Any, cols: RecordColumns, info: RunInfo
-) -> dict[str, Any]:
+) -> tuple[ServerMetrics | None, Energy | None]:
+    """Stop both monitors, save their series as Parquet, and summarize them (None where a monitor was off)."""
     import pyarrow.parquet as pq
 
     from infermeter.metrics.throughput import measurement_window
@@ -54,11 +57,11 @@ async def stop_monitors(
         except OSError as exc:
             info.notes.append(f"{name} was not written: {disk_trouble(exc)}")
 
-    out: dict[str, Any] = {}
+    scraped = energy = None
     if scraper is not None:
         await scraper.stop()
         save(scraper.data.table(), "server_metrics.parquet")
-        out["server_metrics"] = scraper.data.summary()
+        scraped = scraper.data.summary()
     if sampler is not None:
         await sampler.stop()
         table = sampler.table()
@@ -66,7 +69,7 @@ async def stop_monitors(
         start, end = measurement_window(cols)
         samples = {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
         tokens = int(cols.output_tokens[cols.ok].sum())
-        out["energy"] = energy_block(
+        energy = energy_block(
             samples,
             start,
             end,
@@ -77,5 +80,5 @@ async def stop_monitors(
         )
         util = samples.get("cpu_util_pct")
         if util is not None and len(util):
-            out["energy"]["cpu_util_pct_mean"] = float(np.nanmean(util))
-    return out
+            energy.cpu_util_pct_mean = float(np.nanmean(util))
+    return scraped, energy

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.client.openai_sse import Api
+from infermeter.metrics.summary_model import Summary
 from infermeter.workload.arrivals import ArrivalSpec
 
 
@@ -68,6 +69,6 @@ class RunResult:
     """What a run left: its directory, its summary, and why it ended early (None when it ran as planned)."""
 
     run_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     stopped: str | None = None  # "interrupted" (SIGINT), "terminated" (SIGTERM) or why the directory failed
     disk_failure: str | None = None

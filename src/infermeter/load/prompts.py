@@ -8,6 +8,7 @@ from typing import Any
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.options import RunOptions
+from infermeter.run_info import PromptMismatch, PromptVerification
 from infermeter.workload import ids
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter, build_prompt
@@ -70,7 +71,7 @@ def tokenizer_block(prompter: ExactPrompter | None, counting: str) -> dict[str, 
     return block
 
 
-async def verify_prompts(client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest]) -> dict[str, Any]:
+async def verify_prompts(client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest]) -> PromptVerification:
     """Count a sample of the run's prompts with the server's own tokenizer, when it offers a way to ask."""
     checked, mismatches, examples = 0, 0, []
     for req in sample:
@@ -81,5 +82,7 @@ async def verify_prompts(client: Backend, prompter: ExactPrompter, sample: list[
         if got != req.input_tokens:
             mismatches += 1
             if len(examples) < 5:
-                examples.append({"request_id": req.request_id, "built": req.input_tokens, "server": got})
-    return {"endpoint": client.token_count_source, "checked": checked, "mismatches": mismatches, "examples": examples}
+                examples.append(PromptMismatch(request_id=req.request_id, built=req.input_tokens, server=got))
+    return PromptVerification(
+        endpoint=client.token_count_source, checked=checked, mismatches=mismatches, examples=examples
+    )

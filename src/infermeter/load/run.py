@@ -21,6 +21,7 @@ from infermeter.load.warmup import (
 )
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
+from infermeter.metrics.latency import ItlOption
 from infermeter.process_limits import raise_open_files_limit
 from infermeter.records import (
     RunClock,
@@ -31,13 +32,14 @@ from infermeter.records import (
     write_run_info,
     write_summary,
 )
+from infermeter.run_info import Load, Sut, Warmup, WorkloadDeclaration
 from infermeter.secrets import redact_url
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
 from infermeter.workload.tokenizers import resolve_tokenizer
 
 
-def choose_itl_option(cols: RecordColumns) -> str:
+def choose_itl_option(cols: RecordColumns) -> ItlOption:
     """Draft B.2.1: server times when every successful stream has them (C); single-token chunks dominating
     (> 90%) make direct timing exact (B); otherwise time between chunks (A)."""
     ok = cols.ok & (cols.tokens.lengths > 0)
@@ -100,26 +102,29 @@ def _run_info(
     opts: RunOptions, cfg: ClientConfig, client: Backend, declaration: dict[str, Any], pattern: LoadPattern, n: int
 ) -> RunInfo:
     """run.json as it stands before anything is measured."""
-    info = RunInfo(
+    workload = WorkloadDeclaration.model_validate(declaration)
+    client_block = client.declaration()
+    client_block.open_files_limit = raise_open_files_limit()
+    return RunInfo(
         kind="emulated" if opts.sut.get("emulated") else "live",
-        sut={"model": cfg.model, "url": redact_url(opts.url), **{k: v for k, v in opts.sut.items() if k != "emulated"}},
-        workload=declaration,
-        load={
-            "description": _describe_load(opts, pattern),
-            "requests": n,
-            "duration_s": opts.duration,
-            "concurrency": opts.concurrency,
-            "barrier": opts.barrier,
-            "arrivals": declaration.get("arrivals"),
-        },
-        warmup={"done": False, "note": "warm-up not started yet"},
+        sut=Sut.model_validate(
+            {"model": cfg.model, "url": redact_url(opts.url), **{k: v for k, v in opts.sut.items() if k != "emulated"}}
+        ),
+        workload=workload,
+        load=Load(
+            description=_describe_load(opts, pattern),
+            requests=n,
+            duration_s=opts.duration,
+            concurrency=opts.concurrency,
+            barrier=opts.barrier,
+            arrivals=workload.arrivals,
+        ),
+        warmup=Warmup(done=False, note="warm-up not started yet"),
         slo=opts.slo,
-        client=client.declaration(),
+        client=client_block,
         deadlines=opts.deadlines,
         config=opts.scenario,
     )
-    info.client["open_files_limit"] = raise_open_files_limit()
-    return info
 
 
 async def _measure(
@@ -134,18 +139,18 @@ async def _measure(
     stopper: Stopper,
 ) -> RunResult:
     """Warm-up, then the measured load into the claimed run directory, then the summary."""
-    warm: dict[str, Any] = {
-        "done": False,
-        "cold_start": True,
-        "note": "warm-up skipped (--warmup off): a cold start was measured (draft 4.5.3)",
-    }
+    warm = Warmup(
+        done=False,
+        cold_start=True,
+        note="warm-up skipped (--warmup off): a cold start was measured (draft 4.5.3)",
+    )
     if opts.warmup:
         warm_stats = LiveStats()
         async with LiveDisplay(warm_stats, 0, opts.progress, "warm-up"):
             warm = await warm_up(client, opts, pattern, warm_stats, prompter, stopper.stop, stopper.hard_stop)
     info.warmup = warm
     info.tokenizer = tokenizer_block(prompter, client.counting)
-    info.started_at_clock = clock.now()  # type: ignore[attr-defined]
+    info.started_at_clock = clock.now()
     requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
     if prompter is not None and not stopper.stop.is_set():
         if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
@@ -155,7 +160,7 @@ async def _measure(
             if isinstance(requests_in, list)
             else list(prepared(reqs.head(16), opts.seed, prompter=prompter))
         )
-        info.prompt_verification = await verify_prompts(client, prompter, sample)  # type: ignore[attr-defined]
+        info.prompt_verification = await verify_prompts(client, prompter, sample)
     writer = RunWriter(opts.out, info, on_failure=lambda reason: stopper.terminate(reason), claimed=True)
     stats = LiveStats()
     scraper, sampler = await start_monitors(opts, clock, info)
@@ -176,8 +181,8 @@ async def _measure(
     await client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
     table = writer.close()
     cols = RecordColumns.from_table(table)
-    monitors = await stop_monitors(opts, scraper, sampler, cols, info)
-    info.itl_option = choose_itl_option(cols)  # type: ignore[assignment]
+    scraped, energy = await stop_monitors(opts, scraper, sampler, cols, info)
+    info.itl_option = choose_itl_option(cols)
     if writer.failure is not None:
         kept = len(table) - len(writer.unwritten)
         info.notes.append(
@@ -185,11 +190,14 @@ async def _measure(
             f"the run directory, {len(writer.unwritten)} only in this report"
         )
     elif stopper.reason in STOP_NOTES:
-        when = " during the warm-up" if not warm.get("done") and opts.warmup else ""
+        when = " during the warm-up" if not warm.done and opts.warmup else ""
         info.notes.append(STOP_NOTES[stopper.reason].format(sent=stats.sent, n=n) + when)
     info.stopped = writer.failure or stopper.reason
     summary = summarize(cols, info.itl_option, opts.slo, parse_deadlines(opts.deadlines) if opts.deadlines else None)
-    summary.update(monitors)
+    if scraped is not None:
+        summary.server_metrics = scraped
+    if energy is not None:
+        summary.energy = energy
     try:
         write_run_info(opts.out, info)
         if writer.failure is None:

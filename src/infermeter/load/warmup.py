@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import aiohttp
 import numpy as np
@@ -18,6 +17,7 @@ from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.options import RunOptions
 from infermeter.load.prompts import prepared, workload_for
 from infermeter.records import RequestRecord
+from infermeter.run_info import Warmup
 from infermeter.secrets import redact_url
 from infermeter.workload import ids
 from infermeter.workload.prompts import ExactPrompter, build_prompt
@@ -63,7 +63,7 @@ async def warm_up(
     prompter: ExactPrompter | None = None,
     stop: asyncio.Event | None = None,
     hard_stop: asyncio.Event | None = None,
-) -> dict[str, Any]:
+) -> Warmup:
     """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
     stable.  Nothing of it reaches the records.  A stop ends it early (its block says so)."""
     stop = stop or asyncio.Event()
@@ -99,14 +99,14 @@ async def warm_up(
         if len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last):
             break
     last = probes[-3:]
-    return {
-        "done": not stop.is_set(),
-        "requests": len(records),
-        "failed": sum(r.status != "ok" for r in records),
-        "output_tokens": sum(len(r.token_times) for r in records),
-        "queue_drained": not stop.is_set(),
-        "probe_before_s": before,
-        "probes_after_s": probes,
-        "stable": len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
-        "seconds": time.perf_counter() - t0,
-    }
+    return Warmup(
+        done=not stop.is_set(),
+        requests=len(records),
+        failed=sum(r.status != "ok" for r in records),
+        output_tokens=sum(len(r.token_times) for r in records),
+        queue_drained=not stop.is_set(),
+        probe_before_s=before,
+        probes_after_s=probes,
+        stable=len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
+        seconds=time.perf_counter() - t0,
+    )

@@ -2,5 +2,6 @@
 
 from infermeter.metrics.columns import Ragged, RecordColumns
 from infermeter.metrics.summary import summarize
+from infermeter.metrics.summary_model import Summary
 
-__all__ = ["Ragged", "RecordColumns", "summarize"]
+__all__ = ["Ragged", "RecordColumns", "Summary", "summarize"]

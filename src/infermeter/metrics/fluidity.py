@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from infermeter.errors import UserError
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.prefill_curve import PrefillCurve
 from infermeter.metrics.statistics import stats
+from infermeter.metrics.summary_model import Fluidity, MissRateCurve
 from infermeter.units import parse_duration
 
 EPS = 1e-9  # seconds: below any clock's resolution, above float error of sums of gaps
@@ -256,7 +256,7 @@ def fluidity_block(
     deadlines: Deadlines,
     tpot_s: np.ndarray,
     itl_s: np.ndarray,
-) -> dict[str, Any]:
+) -> Fluidity:
     """summary.json's `fluidity` block (see DESIGN.md and the fluidity issue)."""
     keep = ok & (token_times.lengths > 0)
     t = request_gaps(token_times, submitted_at, keep)
@@ -270,22 +270,22 @@ def fluidity_block(
     p99_dd = float(np.percentile(valid, 99)) if len(valid) else None
     mean_tpot = float(np.nanmean(tpot_s)) if np.isfinite(tpot_s).any() else None
     p99_itl = float(np.percentile(itl_s, 99)) if len(itl_s) else None
-    return {
-        "ttft_deadline_ms": deadlines.describe_ttft_ms() if (deadlines.ttft or deadlines.curve) else None,
-        "tbt_deadline_ms": deadlines.tbt * 1000,
-        "target": deadlines.target,
-        "index": stats(index),
-        "service_miss_rate": counts.service_miss_rate(),
-        "share_meeting_target": float(np.mean(index[keep] >= deadlines.target - 1e-12)) if keep.any() else None,
-        "fluid_tok_s": 1.0 / p99_dd if p99_dd else None,
-        "tpot_tok_s": 1.0 / mean_tpot if mean_tpot else None,
-        "p99_itl_tok_s": 1.0 / p99_itl if p99_itl else None,
-        "p99_min_tbt_deadline_ms": p99_dd * 1000 if p99_dd else None,
-        "miss_rate_curve": miss_rate_curve(t, keep),
-    }
+    return Fluidity(
+        ttft_deadline_ms=deadlines.describe_ttft_ms() if (deadlines.ttft or deadlines.curve) else None,
+        tbt_deadline_ms=deadlines.tbt * 1000,
+        target=deadlines.target,
+        index=stats(index),
+        service_miss_rate=counts.service_miss_rate(),
+        share_meeting_target=float(np.mean(index[keep] >= deadlines.target - 1e-12)) if keep.any() else None,
+        fluid_tok_s=1.0 / p99_dd if p99_dd else None,
+        tpot_tok_s=1.0 / mean_tpot if mean_tpot else None,
+        p99_itl_tok_s=1.0 / p99_itl if p99_itl else None,
+        p99_min_tbt_deadline_ms=p99_dd * 1000 if p99_dd else None,
+        miss_rate_curve=miss_rate_curve(t, keep),
+    )
 
 
-def miss_rate_curve(t: Ragged, keep: np.ndarray) -> dict[str, Any]:
+def miss_rate_curve(t: Ragged, keep: np.ndarray) -> MissRateCurve:
     """P99 over requests of the decode deadline-miss rate against target TBT, 1-100 ms (seeds/001 Figure 5d).
 
     Above CURVE_SAMPLE requests a fixed-seed random sample of them is used, and the block says so."""
@@ -300,4 +300,4 @@ def miss_rate_curve(t: Ragged, keep: np.ndarray) -> dict[str, Any]:
     for ms in MISS_CURVE_MS:
         rate = deadline_counts(gaps, ms / 1000, ms / 1000).miss_rate()[mask]
         p99.append(float(np.percentile(rate, 99)) if len(rate) else None)
-    return {"tbt_ms": list(MISS_CURVE_MS), "p99_miss_rate": p99, "requests": len(idx), "sampled": sampled}
+    return MissRateCurve(tbt_ms=list(MISS_CURVE_MS), p99_miss_rate=p99, requests=len(idx), sampled=sampled)

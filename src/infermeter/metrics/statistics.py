@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from infermeter.metrics.summary_model import Ci95, Stats
+
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 # draft 5.1.4.3: samples needed for 10% relative error at 95% confidence
 MIN_SAMPLES = {99.0: 1000, 99.9: 10000}
@@ -50,7 +52,7 @@ def ci_ranks(n: int, q: float, level: float = 0.95) -> tuple[int | None, int | N
     return (lo if lo >= 1 else None), (hi if hi <= n else None)
 
 
-def stats(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+def stats(values: np.ndarray, scale: float = 1.0) -> Stats:
     """The summary's Stats block (n, mean, std, min, max, percentiles) plus ci95 and warnings.
 
     `scale` multiplies every reported value (1000 turns seconds into milliseconds).
@@ -58,12 +60,8 @@ def stats(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
     n = len(x)
-    out: dict[str, Any] = {"n": n}
     if n == 0:
-        out.update({k: None for k in ("mean", "std", "min", "max", *(pkey(p) for p in PERCENTILES))})
-        out["ci95"] = {pkey(p): [None, None] for p in PERCENTILES}
-        out["warnings"] = ["no samples"]
-        return out
+        return _empty()
 
     # one partition serves every percentile, both ends and every interval bound
     positions = {p: (n - 1) * p / 100.0 for p in PERCENTILES}
@@ -74,17 +72,37 @@ def stats(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
         kth.update(r - 1 for r in bounds[p] if r is not None)
     part = np.partition(x, sorted(kth))
 
-    out["mean"] = float(x.mean()) * scale
-    out["std"] = float(x.std()) * scale
-    out["min"] = float(part[0]) * scale
-    out["max"] = float(part[n - 1]) * scale
+    values_at: dict[str, float] = {}
     for p, h in positions.items():
         lo_i, hi_i = int(np.floor(h)), int(np.ceil(h))
         value = part[lo_i] + (part[hi_i] - part[lo_i]) * (h - lo_i)
-        out[pkey(p)] = float(value) * scale
-    out["ci95"] = {pkey(p): [None if r is None else float(part[r - 1]) * scale for r in bounds[p]] for p in PERCENTILES}
-    out["warnings"] = sample_warnings(n)
-    return out
+        values_at[pkey(p)] = float(value) * scale
+    ci95 = {pkey(p): [None if r is None else float(part[r - 1]) * scale for r in bounds[p]] for p in PERCENTILES}
+    return Stats(
+        n=n,
+        mean=float(x.mean()) * scale,
+        std=float(x.std()) * scale,
+        min=float(part[0]) * scale,
+        max=float(part[n - 1]) * scale,
+        **values_at,
+        ci95=Ci95(**ci95),
+        warnings=sample_warnings(n),
+    )
+
+
+def _empty() -> Stats:
+    """Stats of no samples: every value null."""
+    nulls: dict[str, Any] = {pkey(p): None for p in PERCENTILES}
+    return Stats(
+        n=0,
+        mean=None,
+        std=None,
+        min=None,
+        max=None,
+        **nulls,
+        ci95=Ci95(**{pkey(p): [None, None] for p in PERCENTILES}),
+        warnings=["no samples"],
+    )
 
 
 def sample_warnings(n: int) -> list[str]:
@@ -96,7 +114,7 @@ def sample_warnings(n: int) -> list[str]:
     ]
 
 
-def stats_weighted(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+def stats_weighted(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) -> Stats:
     """stats() of the multiset where values[i] occurs weights[i] times, without expanding it."""
     v = np.asarray(values, dtype=float)
     w = np.asarray(weights, dtype=np.int64)
@@ -113,20 +131,20 @@ def stats_weighted(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) 
         return float(v[np.searchsorted(cum, rank0, side="right")])
 
     mean = float(np.dot(v, w) / n)
-    out: dict[str, Any] = {
-        "n": n,
-        "mean": mean * scale,
-        "std": float(np.sqrt(np.dot(w, (v - mean) ** 2) / n)) * scale,
-        "min": float(v[0]) * scale,
-        "max": float(v[-1]) * scale,
-    }
+    values_at: dict[str, float] = {}
     for p in PERCENTILES:
         h = (n - 1) * p / 100.0
         lo = int(np.floor(h))
         a, b = at(lo), at(int(np.ceil(h)))
-        out[pkey(p)] = (a + (b - a) * (h - lo)) * scale
-    out["ci95"] = {
-        pkey(p): [None if r is None else at(r - 1) * scale for r in ci_ranks(n, p / 100.0)] for p in PERCENTILES
-    }
-    out["warnings"] = sample_warnings(n)
-    return out
+        values_at[pkey(p)] = (a + (b - a) * (h - lo)) * scale
+    ci95 = {pkey(p): [None if r is None else at(r - 1) * scale for r in ci_ranks(n, p / 100.0)] for p in PERCENTILES}
+    return Stats(
+        n=n,
+        mean=mean * scale,
+        std=float(np.sqrt(np.dot(w, (v - mean) ** 2) / n)) * scale,
+        min=float(v[0]) * scale,
+        max=float(v[-1]) * scale,
+        **values_at,
+        ci95=Ci95(**ci95),
+        warnings=sample_warnings(n),
+    )

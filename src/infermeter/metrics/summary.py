@@ -1,9 +1,8 @@
-"""The run summary (summary.json): every metric over a run's records, under the contract's key names."""
+"""The run summary (summary.json): every metric over a run's records, as the Summary model (summary_model)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
@@ -13,6 +12,16 @@ from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
 from infermeter.metrics.statistics import stats
+from infermeter.metrics.summary_model import (
+    Chunking,
+    ClassLatency,
+    ErrorCount,
+    Fairness,
+    Goodput,
+    Requests,
+    Summary,
+    TtftBucket,
+)
 from infermeter.metrics.throughput import measurement_window, throughput
 from infermeter.records import STATUSES, failure_reason
 from infermeter.units import MS_PER_S
@@ -23,7 +32,7 @@ def summarize(
     itl_option: ItlOption = "B",
     slo: dict[str, float] | None = None,
     deadlines: Deadlines | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """Compute the whole summary; SLO bounds are in seconds (see metrics.goodput.parse_slo).  With deadlines
     the `fluidity` block is filled (seeds/001), else it is null."""
     ok = cols.ok
@@ -39,39 +48,38 @@ def summarize(
     start, end = measurement_window(cols)
     window = end - start
 
-    summary: dict[str, Any] = {
-        "requests": {
-            "total": cols.n,
-            "ok": n_ok,
-            "failed": cols.n - n_ok,
-            "success_rate": (n_ok / cols.n) if cols.n else None,
-            "by_status": {s: status_counts.get(s, 0) for s in STATUSES},
-            "failures_by_reason": _failures_by_reason(cols),
-            "errors": _top_errors(cols),
-        },
-        "duration_s": window,
-        "ttft_ms": stats(ttft, MS_PER_S),
-        "itl_ms": stats(itl.values, MS_PER_S),
-        "tpot_ms": stats(tpot, MS_PER_S),
-        "e2e_ms": stats(e2e, MS_PER_S),
-        "normalized_latency_ms": stats(norm, MS_PER_S),
-        "throughput": throughput(cols, window),
-        "goodput": _goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
-        "fluidity": None
+    return Summary(
+        requests=Requests(
+            total=cols.n,
+            ok=n_ok,
+            failed=cols.n - n_ok,
+            success_rate=(n_ok / cols.n) if cols.n else None,
+            by_status={s: status_counts.get(s, 0) for s in STATUSES},
+            failures_by_reason=_failures_by_reason(cols),
+            errors=_top_errors(cols),
+        ),
+        duration_s=window,
+        ttft_ms=stats(ttft, MS_PER_S),
+        itl_ms=stats(itl.values, MS_PER_S),
+        tpot_ms=stats(tpot, MS_PER_S),
+        e2e_ms=stats(e2e, MS_PER_S),
+        normalized_latency_ms=stats(norm, MS_PER_S),
+        throughput=throughput(cols, window),
+        goodput=_goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
+        fluidity=None
         if deadlines is None
         else fluidity_block(
             latency.token_times(cols, itl_option), cols.submitted_at, cols.input_tokens, ok, deadlines, tpot, itl.values
         ),
-        "itl_option": itl_option,
-        "jitter_ms": stats(latency.jitter(itl), MS_PER_S),
-        "max_pause_ms": stats(max_pause, MS_PER_S),
-        "ttft_by_input_tokens": _ttft_by_bucket(cols, ttft),
-        "chunking": _chunking(cols),
-        "fairness": _fairness(cols, ttft, tpot, norm),
-        "output_tokens": stats(np.where(ok, cols.output_tokens, np.nan)),
-        "input_tokens": stats(np.where(ok, cols.input_tokens, np.nan)),
-    }
-    return summary
+        itl_option=itl_option,
+        jitter_ms=stats(latency.jitter(itl), MS_PER_S),
+        max_pause_ms=stats(max_pause, MS_PER_S),
+        ttft_by_input_tokens=_ttft_by_bucket(cols, ttft),
+        chunking=_chunking(cols),
+        fairness=_fairness(cols, ttft, tpot, norm),
+        output_tokens=stats(np.where(ok, cols.output_tokens, np.nan)),
+        input_tokens=stats(np.where(ok, cols.input_tokens, np.nan)),
+    )
 
 
 def _failures_by_reason(cols: RecordColumns) -> dict[str, int]:
@@ -80,9 +88,9 @@ def _failures_by_reason(cols: RecordColumns) -> dict[str, int]:
     return dict(Counter(failure_reason(e) for e in cols.error[failed].tolist()).most_common())
 
 
-def _top_errors(cols: RecordColumns, limit: int = 5) -> list[dict[str, Any]]:
+def _top_errors(cols: RecordColumns, limit: int = 5) -> list[ErrorCount]:
     reasons = Counter(e for s, e in zip(cols.status.tolist(), cols.error.tolist(), strict=True) if s != "ok")
-    return [{"error": r, "count": c} for r, c in reasons.most_common(limit)]
+    return [ErrorCount(error=r, count=c) for r, c in reasons.most_common(limit)]
 
 
 def _goodput(
@@ -93,64 +101,61 @@ def _goodput(
     tpot: np.ndarray,
     max_pause: np.ndarray,
     e2e: np.ndarray,
-) -> dict[str, Any]:
+) -> Goodput:
     slo_ms = {k: v * MS_PER_S for k, v in slo.items()}
     if not slo:
-        return {"slo": {}, "req_s": None, "fraction": None, "met": None}
+        return Goodput(slo={}, req_s=None, fraction=None, met=None)
     good = meets_slo(cols.ok, {"ttft": ttft, "tpot": tpot, "itl": max_pause, "e2e": e2e}, slo)
     met = int(good.sum())
-    return {
-        "slo": slo_ms,
-        "req_s": met / window if window > 0 else 0.0,
-        "fraction": met / cols.n if cols.n else None,
-        "met": met,
-    }
+    return Goodput(
+        slo=slo_ms,
+        req_s=met / window if window > 0 else 0.0,
+        fraction=met / cols.n if cols.n else None,
+        met=met,
+    )
 
 
-def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[dict[str, Any]]:
+def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[TtftBucket]:
     idx = latency.input_bucket_index(cols.input_tokens)
     rows = []
     for k, (lo, hi) in enumerate(INPUT_BUCKETS):
         s = stats(ttft[idx == k], MS_PER_S)
-        if s["n"]:
-            rows.append(
-                {"bucket": bucket_label(lo, hi), "n": s["n"], "p50": s["p50"], "p95": s["p95"], "p99": s["p99"]}
-            )
+        if s.n:
+            rows.append(TtftBucket(bucket=bucket_label(lo, hi), n=s.n, p50=s.p50, p95=s.p95, p99=s.p99))
     return rows
 
 
-def _chunking(cols: RecordColumns) -> dict[str, Any]:
+def _chunking(cols: RecordColumns) -> Chunking:
     """Delivery pattern (draft B.2.1): tokens per content chunk, and which ITL option it calls for."""
     per_chunk = cols.chunk_tokens.keep_requests(cols.ok).values
     per_chunk = per_chunk[per_chunk > 0]
     if len(per_chunk) == 0:
-        return {"chunks": 0, "tokens_per_chunk_mean": None, "single_token_share": None, "server_times": False}
-    single = float(np.mean(per_chunk == 1))
-    return {
-        "chunks": len(per_chunk),
-        "tokens_per_chunk_mean": float(per_chunk.mean()),
-        "tokens_per_chunk_max": int(per_chunk.max()),
-        "single_token_share": single,
-        "server_times": bool(np.any(cols.has_server & cols.ok)),
-    }
+        return Chunking(chunks=0, tokens_per_chunk_mean=None, single_token_share=None, server_times=False)
+    return Chunking(
+        chunks=len(per_chunk),
+        tokens_per_chunk_mean=float(per_chunk.mean()),
+        tokens_per_chunk_max=int(per_chunk.max()),
+        single_token_share=float(np.mean(per_chunk == 1)),
+        server_times=bool(np.any(cols.has_server & cols.ok)),
+    )
 
 
-def _fairness(cols: RecordColumns, ttft: np.ndarray, tpot: np.ndarray, norm: np.ndarray) -> dict[str, Any]:
-    classes: dict[str, Any] = {}
+def _fairness(cols: RecordColumns, ttft: np.ndarray, tpot: np.ndarray, norm: np.ndarray) -> Fairness:
+    classes: dict[str, ClassLatency] = {}
     for name in sorted(set(cols.request_class.tolist())):
         member = cols.request_class == name
         t, p = stats(ttft[member], MS_PER_S), stats(tpot[member], MS_PER_S)
-        classes[name] = {
-            "count": int(member.sum()),
-            "ok": int((member & cols.ok).sum()),
-            "ttft_p50": t["p50"],
-            "ttft_p99": t["p99"],
-            "tpot_p50": p["p50"],
-            "tpot_p99": p["p99"],
-        }
-    return {
-        "jain_index": fairness.jain_index(norm),
-        "starvation": fairness.starvation_rate(ttft, cols.request_class),
-        "wait_metric": "ttft",
-        "classes": classes,
-    }
+        classes[name] = ClassLatency(
+            count=int(member.sum()),
+            ok=int((member & cols.ok).sum()),
+            ttft_p50=t.p50,
+            ttft_p99=t.p99,
+            tpot_p50=p.p50,
+            tpot_p99=p.p99,
+        )
+    return Fairness(
+        jain_index=fairness.jain_index(norm),
+        starvation=fairness.starvation_rate(ttft, cols.request_class),
+        wait_metric="ttft",
+        classes=classes,
+    )

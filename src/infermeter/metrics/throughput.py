@@ -6,6 +6,7 @@ import numpy as np
 
 from infermeter.metrics.columns import RecordColumns
 from infermeter.metrics.latency import last_token_time
+from infermeter.metrics.summary_model import Throughput
 
 
 def measurement_window(cols: RecordColumns) -> tuple[float, float]:
@@ -22,13 +23,13 @@ def measurement_window(cols: RecordColumns) -> tuple[float, float]:
     return start, max(end, start)
 
 
-def throughput(cols: RecordColumns, window_s: float) -> dict[str, float]:
+def throughput(cols: RecordColumns, window_s: float) -> Throughput:
     """Output tokens, input tokens and requests of successful requests per second of the window."""
     ok = cols.ok
     if window_s <= 0:
-        return {"output_tok_s": 0.0, "input_tok_s": 0.0, "req_s": 0.0}
-    return {
-        "output_tok_s": float(cols.output_tokens[ok].sum()) / window_s,
-        "input_tok_s": float(cols.input_tokens[ok].sum()) / window_s,
-        "req_s": float(ok.sum()) / window_s,
-    }
+        return Throughput(output_tok_s=0.0, input_tok_s=0.0, req_s=0.0)
+    return Throughput(
+        output_tok_s=float(cols.output_tokens[ok].sum()) / window_s,
+        input_tok_s=float(cols.input_tokens[ok].sum()) / window_s,
+        req_s=float(ok.sum()) / window_s,
+    )

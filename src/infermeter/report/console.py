@@ -3,11 +3,11 @@ Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from infermeter.metrics.statistics import PERCENTILES, pkey
+from infermeter.metrics.statistics import PERCENTILES
+from infermeter.metrics.summary_model import Summary
 from infermeter.records import RunInfo, failure_reason
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
+from infermeter.run_info import Warmup
 
 TTFT_BOUND_MS = 500.0  # C.1 "Throughput at P99 TTFT < 500ms"
 ITL_OPTION_NAMES = {
@@ -17,120 +17,114 @@ ITL_OPTION_NAMES = {
 }
 
 
-def table1_ttft(summary: dict[str, Any]) -> str:
-    s = summary["ttft_ms"]
-    rows = [["Requests", str(summary["requests"]["total"])]]
-    rows += [[f"TTFT P{p:g}", fmt_ms(s[pkey(p)])] for p in PERCENTILES]
-    rows += [["TTFT Mean", fmt_ms(s["mean"])], ["TTFT Min", fmt_ms(s["min"])], ["TTFT Max", fmt_ms(s["max"])]]
+def table1_ttft(summary: Summary) -> str:
+    s = summary.ttft_ms
+    rows = [["Requests", str(summary.requests.total)]]
+    rows += [[f"TTFT P{p:g}", fmt_ms(s.percentile(p))] for p in PERCENTILES]
+    rows += [["TTFT Mean", fmt_ms(s.mean)], ["TTFT Min", fmt_ms(s.min)], ["TTFT Max", fmt_ms(s.max)]]
     return grid(["Metric", "Value"], rows, "Table 1: TTFT Results")
 
 
-def table2_ttft_by_input(summary: dict[str, Any]) -> str:
+def table2_ttft_by_input(summary: Summary) -> str:
     rows = [
-        [b["bucket"], str(b["n"]), fmt_ms(b["p50"], ""), fmt_ms(b["p95"], ""), fmt_ms(b["p99"], "")]
-        for b in summary["ttft_by_input_tokens"]
+        [b.bucket, str(b.n), fmt_ms(b.p50, ""), fmt_ms(b.p95, ""), fmt_ms(b.p99, "")]
+        for b in summary.ttft_by_input_tokens
     ]
     return grid(["Input Tokens", "Count", "P50 (ms)", "P95 (ms)", "P99 (ms)"], rows, "Table 2: TTFT by Input Length")
 
 
-def table6_itl(summary: dict[str, Any]) -> str:
-    s = summary["itl_ms"]
-    ratio = s["p99"] / s["p50"] if s["p50"] else None
-    rows = [["ITL Samples", str(s["n"])]]
-    rows += [[f"ITL P{p:g}", fmt_ms(s[pkey(p)])] for p in PERCENTILES]
-    rows += [["ITL Mean", fmt_ms(s["mean"])], ["ITL Std Dev", fmt_ms(s["std"])], ["P99/P50 Ratio", fmt_num(ratio)]]
-    return grid(["Metric", "Value"], rows, f"Table 6: ITL Results ({ITL_OPTION_NAMES[summary['itl_option']]})")
+def table6_itl(summary: Summary) -> str:
+    s = summary.itl_ms
+    ratio = s.p99 / s.p50 if s.p50 and s.p99 is not None else None
+    rows = [["ITL Samples", str(s.n)]]
+    rows += [[f"ITL P{p:g}", fmt_ms(s.percentile(p))] for p in PERCENTILES]
+    rows += [["ITL Mean", fmt_ms(s.mean)], ["ITL Std Dev", fmt_ms(s.std)], ["P99/P50 Ratio", fmt_num(ratio)]]
+    return grid(["Metric", "Value"], rows, f"Table 6: ITL Results ({ITL_OPTION_NAMES[summary.itl_option]})")
 
 
-def table_per_request_itl(summary: dict[str, Any]) -> str:
-    j, m = summary["jitter_ms"], summary["max_pause_ms"]
-    rows = [[f"P{p:g}", fmt_ms(j[pkey(p)]), fmt_ms(m[pkey(p)])] for p in (50.0, 95.0, 99.0)]
+def table_per_request_itl(summary: Summary) -> str:
+    j, m = summary.jitter_ms, summary.max_pause_ms
+    rows = [[f"P{p:g}", fmt_ms(j.percentile(p)), fmt_ms(m.percentile(p))] for p in (50.0, 95.0, 99.0)]
     return grid(["Percentile", "Jitter (ITL std)", "Max pause"], rows, "Per-request ITL statistics (5.4.4.2)")
 
 
-def table8_classes(summary: dict[str, Any]) -> str:
+def table8_classes(summary: Summary) -> str:
     rows = [
-        [
-            name or "(none)",
-            str(c["count"]),
-            fmt_ms(c["ttft_p50"]),
-            fmt_ms(c["ttft_p99"]),
-            fmt_ms(c["tpot_p50"]),
-            fmt_ms(c["tpot_p99"]),
-        ]
-        for name, c in summary["fairness"]["classes"].items()
+        [name or "(none)", str(c.count), fmt_ms(c.ttft_p50), fmt_ms(c.ttft_p99), fmt_ms(c.tpot_p50), fmt_ms(c.tpot_p99)]
+        for name, c in summary.fairness.classes.items()
     ]
     return grid(["Class", "Count", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"], rows, "Table 8: Per-Class Results")
 
 
-def table9_fairness(summary: dict[str, Any]) -> str:
-    f = summary["fairness"]
-    rows = [["Jain's Fairness Index", fmt_num(f["jain_index"])]]
-    rows += [[f"{name or '(none)'} Class Starvation", fmt_pct(rate)] for name, rate in f["starvation"].items()]
+def table9_fairness(summary: Summary) -> str:
+    f = summary.fairness
+    rows = [["Jain's Fairness Index", fmt_num(f.jain_index)]]
+    rows += [[f"{name or '(none)'} Class Starvation", fmt_pct(rate)] for name, rate in f.starvation.items()]
     return grid(["Metric", "Value"], rows, "Table 9: Fairness Metrics")
 
 
-def throughput_table(summary: dict[str, Any]) -> str:
-    t, g, r = summary["throughput"], summary["goodput"], summary["requests"]
+def throughput_table(summary: Summary) -> str:
+    t, g, r = summary.throughput, summary.goodput, summary.requests
     rows = [
-        ["Requests (ok / failed)", f"{r['ok']} / {r['failed']}"],
-        ["Success rate", fmt_pct(r["success_rate"])],
-        ["Measurement window", f"{summary['duration_s']:.3f} s"],
-        ["Output throughput", f"{t['output_tok_s']:.1f} tok/s"],
-        ["Input throughput", f"{t['input_tok_s']:.1f} tok/s"],
-        ["Request throughput", f"{t['req_s']:.3f} req/s"],
-        ["TPOT P50 / P99", f"{fmt_ms(summary['tpot_ms']['p50'])} / {fmt_ms(summary['tpot_ms']['p99'])}"],
-        ["E2E P50 / P99", f"{fmt_ms(summary['e2e_ms']['p50'])} / {fmt_ms(summary['e2e_ms']['p99'])}"],
+        ["Requests (ok / failed)", f"{r.ok} / {r.failed}"],
+        ["Success rate", fmt_pct(r.success_rate)],
+        ["Measurement window", f"{summary.duration_s:.3f} s"],
+        ["Output throughput", f"{t.output_tok_s:.1f} tok/s"],
+        ["Input throughput", f"{t.input_tok_s:.1f} tok/s"],
+        ["Request throughput", f"{t.req_s:.3f} req/s"],
+        ["TPOT P50 / P99", f"{fmt_ms(summary.tpot_ms.p50)} / {fmt_ms(summary.tpot_ms.p99)}"],
+        ["E2E P50 / P99", f"{fmt_ms(summary.e2e_ms.p50)} / {fmt_ms(summary.e2e_ms.p99)}"],
     ]
-    if g["slo"]:
-        bounds = ", ".join(f"{k}<={v:g}ms" for k, v in g["slo"].items())
-        rows += [["Goodput SLO", bounds], ["Goodput", f"{g['req_s']:.3f} req/s ({fmt_pct(g['fraction'])} of requests)"]]
+    if g.slo:
+        bounds = ", ".join(f"{k}<={v:g}ms" for k, v in g.slo.items())
+        goodput = f"{g.req_s or 0.0:.3f} req/s ({fmt_pct(g.fraction)} of requests)"
+        rows += [["Goodput SLO", bounds], ["Goodput", goodput]]
     return grid(["Metric", "Value"], rows, "Throughput and goodput")
 
 
-def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
+def minimum_report(summary: Summary, info: RunInfo) -> str:
     """Appendix C.1, filled from run.json and the summary."""
     sut, load = info.sut, info.load
-    hw = sut.get("hardware", "not declared")
-    ttft, tpot = summary["ttft_ms"], summary["tpot_ms"]
-    out_tok_s = summary["throughput"]["output_tok_s"]
-    p99 = ttft["p99"]
+    ttft, tpot = summary.ttft_ms, summary.tpot_ms
+    out_tok_s = summary.throughput.output_tok_s
+    p99 = ttft.p99
     if p99 is None:
         at_slo = "n/a (no successful requests)"
     elif p99 < TTFT_BOUND_MS:
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary['itl_option']]}"]
+    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}"]
     notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
-    failed = summary["requests"].get("failures_by_reason") or {}
+    failed = summary.requests.failures_by_reason
     if failed:
         notes.append("Failed requests: " + ", ".join(f"{n} {reason}" for reason, n in failed.items()))
-    notes.append(f"Guardrails: {sut.get('guardrails', 'not declared')}")
+    notes.append(f"Guardrails: {sut.guardrails or 'not declared'}")
     notes += info.notes
-    for key in ("ttft_ms", "itl_ms"):
-        notes += [f"{key.split('_')[0].upper()}: {w}" for w in summary[key]["warnings"] if w != "no samples"]
+    for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
+        notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
+    seed = "n/a" if info.workload.seed is None else info.workload.seed
     lines = [
         "=== LLM Benchmark Report (Minimum) ===",
         "",
         "System Identification:",
-        f"- Model: {sut.get('model', 'not declared')}",
-        f"- Hardware: {hw}",
-        f"- Software: {sut.get('software', 'not declared')}",
-        f"- SUT Boundary: {sut.get('boundary', 'Model Engine')}",
+        f"- Model: {sut.model or 'not declared'}",
+        f"- Hardware: {sut.hardware or 'not declared'}",
+        f"- Software: {sut.software or 'not declared'}",
+        f"- SUT Boundary: {sut.boundary or 'Model Engine'}",
         "",
         "Test Configuration:",
-        f"- Workload: {info.workload.get('name', 'not declared')} (seed {info.workload.get('seed', 'n/a')})",
-        *(["- Cold Start: yes, measured without warm-up (draft 4.5.3)"] if info.warmup.get("cold_start") else []),
-        f"- Load Model: {load.get('description', 'not declared')}",
-        f"- Request Count: {summary['requests']['total']}",
-        f"- Test Duration: {summary['duration_s']:.1f} seconds",
+        f"- Workload: {info.workload.name or 'not declared'} (seed {seed})",
+        *(["- Cold Start: yes, measured without warm-up (draft 4.5.3)"] if info.warmup.cold_start else []),
+        f"- Load Model: {load.description or 'not declared'}",
+        f"- Request Count: {summary.requests.total}",
+        f"- Test Duration: {summary.duration_s:.1f} seconds",
         "",
         "Key Results:",
-        f"- TTFT P50: {fmt_ms(ttft['p50'])}",
-        f"- TTFT P99: {fmt_ms(ttft['p99'])}",
-        f"- TPOT P50: {fmt_ms(tpot['p50'])}",
-        f"- TPOT P99: {fmt_ms(tpot['p99'])}",
+        f"- TTFT P50: {fmt_ms(ttft.p50)}",
+        f"- TTFT P99: {fmt_ms(ttft.p99)}",
+        f"- TPOT P50: {fmt_ms(tpot.p50)}",
+        f"- TPOT P99: {fmt_ms(tpot.p99)}",
         f"- Max Throughput: {out_tok_s:.1f} tok/s (this run's output throughput)",
         f"- Throughput at P99 TTFT < 500ms: {at_slo}",
         "",
@@ -142,96 +136,101 @@ def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
     return "\n".join(lines)
 
 
-def _warmup_text(warmup: dict[str, Any]) -> str:
-    if warmup.get("cold_start"):
+def _warmup_text(warmup: Warmup) -> str:
+    if warmup.cold_start:
         return "none: COLD START measured (draft 4.5.3)"
-    if not warmup.get("done"):
-        return warmup.get("note", "not performed")
-    parts = [f"{warmup.get('requests', '?')} requests", f"{warmup.get('output_tokens', '?')} output tokens"]
-    return "done, " + ", ".join(parts)
+    if not warmup.done:
+        return warmup.note or "not performed"
+    requests = "?" if warmup.requests is None else warmup.requests
+    tokens = "?" if warmup.output_tokens is None else warmup.output_tokens
+    return f"done, {requests} requests, {tokens} output tokens"
 
 
-def failures_table(summary: dict[str, Any]) -> str:
+def failures_table(summary: Summary) -> str:
     """Failed requests by reason, with the most common full message of each as an example."""
-    r = summary["requests"]
+    r = summary.requests
     examples: dict[str, str] = {}
-    for e in r.get("errors", []):
-        examples.setdefault(failure_reason(e["error"]), e["error"])
-    by_reason = r.get("failures_by_reason", {})
-    rows = [[reason, str(count), examples.get(reason, "")[:100]] for reason, count in by_reason.items()]
-    return grid(["Reason", "Requests", "Example"], rows, f"Failures ({r['failed']} of {r['total']} requests)")
+    for e in r.errors:
+        examples.setdefault(failure_reason(e.error), e.error)
+    rows = [[reason, str(count), examples.get(reason, "")[:100]] for reason, count in r.failures_by_reason.items()]
+    return grid(["Reason", "Requests", "Example"], rows, f"Failures ({r.failed} of {r.total} requests)")
 
 
-def full_report(summary: dict[str, Any], info: RunInfo) -> str:
+def full_report(summary: Summary, info: RunInfo) -> str:
     """Every table that applies to the run, then the minimum report."""
     parts = [table1_ttft(summary)]
-    if len(summary["ttft_by_input_tokens"]) > 1:
+    if len(summary.ttft_by_input_tokens) > 1:
         parts.append(table2_ttft_by_input(summary))
     parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
-    if summary["requests"]["failed"]:
+    if summary.requests.failed:
         parts.append(failures_table(summary))
-    if len(summary["fairness"]["classes"]) > 1:
+    if len(summary.fairness.classes) > 1:
         parts += [table8_classes(summary), table9_fairness(summary)]
-    if summary.get("fluidity"):
+    if summary.fluidity is not None:
         parts.append(fluidity_table(summary))
-    if summary.get("server_metrics") or summary.get("energy"):
+    if summary.server_metrics is not None or summary.energy is not None:
         parts.append(server_table(summary))
     parts.append(minimum_report(summary, info))
     return "\n\n".join(parts)
 
 
-def sim_table(summary: dict[str, Any]) -> str:
-    """The simulator's own metrics (seeds/004 section 9)."""
-    s = summary["sim"]
-    q = s["queueing_delay_ms"]
+def sim_table(summary: Summary) -> str:
+    """The simulator's own metrics (seeds/004 section 9); empty for a run that was not simulated."""
+    s = summary.sim
+    if s is None:
+        return ""
+    q = s.queueing_delay_ms
     rows = [
-        ["Scheduler", f"{s['scheduler']} ({s['latency_model']} latency model)"],
-        ["Engines", str(s["engines"])],
-        ["GPU utilization", fmt_pct(s["gpu_utilization"])],
-        ["Average batch size", f"{s['avg_batch_size']:.1f}"],
-        ["Queueing delay mean / P99", f"{fmt_ms(q['mean'])} / {fmt_ms(q['p99'])}"],
-        [f"Token SLA violations (TPOT > {s['d_sla_token_ms']:g} ms)", fmt_pct(s["token_sla_violation"])],
-        [f"Request SLA violations (E2E > {s['d_sla_request_s']:g} s)", fmt_pct(s["request_sla_violation"])],
-        ["Preemptions (requests)", f"{s['preemptions']} ({s['preempted_requests']})"],
-        ["Rejected (never fit in KV memory)", str(s["rejected"])],
-        ["Peak KV usage", fmt_pct(s["peak_kv_usage"])],
+        ["Scheduler", f"{s.scheduler} ({s.latency_model} latency model)"],
+        ["Engines", str(s.engines)],
+        ["GPU utilization", fmt_pct(s.gpu_utilization)],
+        ["Average batch size", f"{s.avg_batch_size:.1f}"],
+        ["Queueing delay mean / P99", f"{fmt_ms(q.mean)} / {fmt_ms(q.p99)}"],
+        [f"Token SLA violations (TPOT > {s.d_sla_token_ms:g} ms)", fmt_pct(s.token_sla_violation)],
+        [f"Request SLA violations (E2E > {s.d_sla_request_s:g} s)", fmt_pct(s.request_sla_violation)],
+        ["Preemptions (requests)", f"{s.preemptions} ({s.preempted_requests})"],
+        ["Rejected (never fit in KV memory)", str(s.rejected)],
+        ["Peak KV usage", fmt_pct(s.peak_kv_usage)],
     ]
     return grid(["Metric", "Value"], rows, "Simulated engine (utilization, batches, queueing, SLA)")
 
 
-def comparison_table(named: list[tuple[str, dict[str, Any]]]) -> str:
+def comparison_table(named: list[tuple[str, Summary]]) -> str:
     """Key metrics of several runs side by side (one column per run)."""
 
-    def ms(block: str, key: str) -> list[str]:
-        return [fmt_ms(s[block][key]) for _, s in named]
+    def ms(metric: str, stat: str) -> list[str]:
+        return [fmt_ms(s.latency(metric).value(stat)) for _, s in named]
 
     rows = [
-        ["Requests (ok)", *[f"{s['requests']['total']} ({s['requests']['ok']})" for _, s in named]],
-        ["Output throughput", *[f"{s['throughput']['output_tok_s']:.1f} tok/s" for _, s in named]],
-        ["Request throughput", *[f"{s['throughput']['req_s']:.3f} req/s" for _, s in named]],
-        ["TTFT P50", *ms("ttft_ms", "p50")],
-        ["TTFT P99", *ms("ttft_ms", "p99")],
-        ["ITL P50", *ms("itl_ms", "p50")],
-        ["ITL P99", *ms("itl_ms", "p99")],
-        ["TPOT P50", *ms("tpot_ms", "p50")],
-        ["TPOT P99", *ms("tpot_ms", "p99")],
-        ["E2E P99", *ms("e2e_ms", "p99")],
+        ["Requests (ok)", *[f"{s.requests.total} ({s.requests.ok})" for _, s in named]],
+        ["Output throughput", *[f"{s.throughput.output_tok_s:.1f} tok/s" for _, s in named]],
+        ["Request throughput", *[f"{s.throughput.req_s:.3f} req/s" for _, s in named]],
+        ["TTFT P50", *ms("ttft", "p50")],
+        ["TTFT P99", *ms("ttft", "p99")],
+        ["ITL P50", *ms("itl", "p50")],
+        ["ITL P99", *ms("itl", "p99")],
+        ["TPOT P50", *ms("tpot", "p50")],
+        ["TPOT P99", *ms("tpot", "p99")],
+        ["E2E P99", *ms("e2e", "p99")],
     ]
-    if all("sim" in s for _, s in named):
+    sims = [s.sim for _, s in named if s.sim is not None]
+    if len(sims) == len(named):
         rows += [
-            ["Scheduler", *[s["sim"]["scheduler"] for _, s in named]],
-            ["GPU utilization", *[fmt_pct(s["sim"]["gpu_utilization"]) for _, s in named]],
-            ["Average batch size", *[f"{s['sim']['avg_batch_size']:.1f}" for _, s in named]],
-            ["Preemptions", *[str(s["sim"]["preemptions"]) for _, s in named]],
+            ["Scheduler", *[sim.scheduler for sim in sims]],
+            ["GPU utilization", *[fmt_pct(sim.gpu_utilization) for sim in sims]],
+            ["Average batch size", *[f"{sim.avg_batch_size:.1f}" for sim in sims]],
+            ["Preemptions", *[str(sim.preemptions) for sim in sims]],
         ]
     return grid(["Metric", *[name for name, _ in named]], rows, "Run comparison")
 
 
-def fluidity_table(summary: dict[str, Any]) -> str:
+def fluidity_table(summary: Summary) -> str:
     """Metron's metrics (seeds/001): fluidity-index and the three token rates side by side."""
-    f = summary["fluidity"]
-    idx = f["index"]
-    ttft = f["ttft_deadline_ms"]
+    f = summary.fluidity
+    if f is None:
+        return ""
+    idx = f.index
+    ttft = f.ttft_deadline_ms
     ttft_text = "none (decode deadlines only)" if ttft is None else (ttft if isinstance(ttft, str) else fmt_ms(ttft))
 
     def rate(v: float | None) -> str:
@@ -239,57 +238,54 @@ def fluidity_table(summary: dict[str, Any]) -> str:
 
     rows = [
         ["TTFT deadline (D_p)", ttft_text],
-        ["TBT deadline (D_d)", fmt_ms(f["tbt_deadline_ms"])],
-        [
-            "Fluidity-index mean / P50 / min",
-            f"{fmt_num(idx['mean'], 3)} / {fmt_num(idx['p50'], 3)} / {fmt_num(idx['min'], 3)}",
-        ],
-        [f"Requests with fluidity >= {f['target']:g}", fmt_pct(f["share_meeting_target"])],
-        ["Service deadline-miss rate", fmt_pct(f["service_miss_rate"])],
-        [f"Fluid token rate (P99 of min D_d at {f['target']:g})", rate(f["fluid_tok_s"])],
-        ["1 / mean TPOT (too lax)", rate(f["tpot_tok_s"])],
-        ["1 / P99 ITL (too harsh)", rate(f["p99_itl_tok_s"])],
+        ["TBT deadline (D_d)", fmt_ms(f.tbt_deadline_ms)],
+        ["Fluidity-index mean / P50 / min", f"{fmt_num(idx.mean, 3)} / {fmt_num(idx.p50, 3)} / {fmt_num(idx.min, 3)}"],
+        [f"Requests with fluidity >= {f.target:g}", fmt_pct(f.share_meeting_target)],
+        ["Service deadline-miss rate", fmt_pct(f.service_miss_rate)],
+        [f"Fluid token rate (P99 of min D_d at {f.target:g})", rate(f.fluid_tok_s)],
+        ["1 / mean TPOT (too lax)", rate(f.tpot_tok_s)],
+        ["1 / P99 ITL (too harsh)", rate(f.p99_itl_tok_s)],
     ]
-    curve = f["miss_rate_curve"]
+    curve = f.miss_rate_curve
     points = [
         (ms, r)
-        for ms, r in zip(curve["tbt_ms"], curve["p99_miss_rate"], strict=True)
+        for ms, r in zip(curve.tbt_ms, curve.p99_miss_rate, strict=True)
         if ms in (5, 10, 15, 20, 25, 30, 40, 50, 75, 100) and r is not None
     ]
     rows += [[f"P99 deadline-miss rate at TBT {ms} ms", fmt_pct(r)] for ms, r in points]
     return grid(["Metric", "Value"], rows, "Fluidity (Metron)")
 
 
-def server_table(summary: dict[str, Any]) -> str:
+def server_table(summary: Summary) -> str:
     """The server's own gauges over the run, and energy and cost where measured."""
     rows: list[list[str]] = []
-    m = summary.get("server_metrics") or {}
-    labels = {"waiting": "Queue depth (waiting)", "running": "Running batch", "kv_usage": "KV-cache usage"}
-    for role, label in labels.items():
-        if role in m:
-            r = m[role]
-            rows.append([f"{label} mean / p99 / max", f"{r['mean']:.2f} / {r['p99']:.2f} / {r['max']:.2f}"])
-    if "preemptions" in m:
-        rows.append(["Preemptions during the run", f"{m['preemptions']['delta']:g}"])
-    if "prefix_cache_hit_rate" in m:
-        rows.append(["Prefix-cache hit rate", fmt_pct(m["prefix_cache_hit_rate"])])
-    e = summary.get("energy") or {}
-    if e:
+    m = summary.server_metrics
+    if m is not None:
+        gauges = (("Queue depth (waiting)", m.waiting), ("Running batch", m.running), ("KV-cache usage", m.kv_usage))
+        for label, g in gauges:
+            if g is not None:
+                rows.append([f"{label} mean / p99 / max", f"{g.mean:.2f} / {g.p99:.2f} / {g.max:.2f}"])
+        if m.preemptions is not None:
+            rows.append(["Preemptions during the run", f"{m.preemptions.delta:g}"])
+        if m.prefix_cache_hit_rate is not None:
+            rows.append(["Prefix-cache hit rate", fmt_pct(m.prefix_cache_hit_rate)])
+    e = summary.energy
+    if e is not None:
         rows.append(
             [
                 "Energy over the window",
                 "unavailable"
-                if e.get("energy_j") is None
-                else f"{e['energy_j']:.1f} J ({fmt_num(e.get('joules_per_output_token'), 3)} J/token)",
+                if e.energy_j is None
+                else f"{e.energy_j:.1f} J ({fmt_num(e.joules_per_output_token, 3)} J/token)",
             ]
         )
-        rows += [[f"  {n}", ""] for n in e.get("notes", [])]
-        if e.get("cost_per_million_output_tokens") is not None:
+        rows += [[f"  {n}", ""] for n in e.notes]
+        if e.cost_per_million_output_tokens is not None and e.gpus and e.gpu_seconds is not None:
             rows.append(
                 [
                     "Cost per million output tokens",
-                    f"{e['cost_per_million_output_tokens']:.4f} "
-                    f"({e['gpus']} GPU x {e['gpu_seconds'] / e['gpus']:.1f} s at {e['gpu_price_per_hour']:g}/h)",
+                    f"{e.cost_per_million_output_tokens:.4f} "
+                    f"({e.gpus} GPU x {e.gpu_seconds / e.gpus:.1f} s at {e.gpu_price_per_hour:g}/h)",
                 ]
             )
     return grid(["Metric", "Value"], rows, "Server metrics and energy")

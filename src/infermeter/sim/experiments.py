@@ -70,7 +70,8 @@ def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, A
     n = len(out.requests)
     arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
     latency = (out.emissions.last_token() - arrivals)[out.served()]
-    makespan = block["makespan_s"] or float("nan")
+    makespan = block.makespan_s or float("nan")
+    queueing = block.queueing_delay_ms.mean
     tokens = int(out.emissions.count.sum())
     pct = np.percentile(latency, [50, 95, 99]) if len(latency) else [np.nan] * 3
     return {
@@ -86,14 +87,12 @@ def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, A
         "p95_latency_s": pct[1],
         "p99_latency_s": pct[2],
         "max_latency_s": float(np.max(latency)) if len(latency) else np.nan,
-        "token_sla_violation_pct": 100 * block["token_sla_violation"],
-        "request_sla_violation_pct": 100 * block["request_sla_violation"],
-        "gpu_utilization": block["gpu_utilization"],
-        "avg_batch_size": block["avg_batch_size"],
-        "avg_queueing_delay_s": block["queueing_delay_ms"]["mean"] / 1000
-        if block["queueing_delay_ms"]["mean"] is not None
-        else np.nan,
-        "preemptions": block["preemptions"],
+        "token_sla_violation_pct": 100 * block.token_sla_violation,
+        "request_sla_violation_pct": 100 * block.request_sla_violation,
+        "gpu_utilization": block.gpu_utilization,
+        "avg_batch_size": block.avg_batch_size,
+        "avg_queueing_delay_s": queueing / 1000 if queueing is not None else np.nan,
+        "preemptions": block.preemptions,
         "wall_s": wall,
     }
 

@@ -13,7 +13,9 @@ from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
+from infermeter.metrics.summary_model import Sim, Stats, Summary
 from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
+from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import SimOutcome
 from infermeter.units import MS_PER_S
 
@@ -56,7 +58,7 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
-def sim_block(out: SimOutcome) -> dict[str, Any]:
+def sim_block(out: SimOutcome) -> Sim:
     """The seed's own metrics (seeds/004 section 9) for summary.json's `sim` block."""
     cfg = out.config
     n = len(out.requests)
@@ -71,28 +73,28 @@ def sim_block(out: SimOutcome) -> dict[str, Any]:
     e2e = last - arrivals
     token_viol = np.sum(tpot[ok] > cfg.d_sla_token) / max(int(np.sum(ok & (n_tok >= 2))), 1)
     request_viol = (np.sum(e2e[ok] > cfg.d_sla_request) + (n - int(ok.sum()))) / max(n, 1)
-    return {
-        "scheduler": cfg.scheduler.name,
-        "engines": out.engines,
-        "latency_model": cfg.latency_model().name,
-        "kv_capacity_tokens": cfg.capacity(),
-        "gpu_utilization": float(out.busy_time.sum() / (out.engines * makespan)) if makespan > 0 else 0.0,
-        "avg_batch_size": out.batch_size_sum / out.steps if out.steps else 0.0,
-        "steps": out.steps,
-        "queueing_delay_ms": stats(out.first_scheduled - arrivals, MS_PER_S),
-        "token_sla_violation": float(token_viol),
-        "request_sla_violation": float(request_viol),
-        "d_sla_token_ms": cfg.d_sla_token * MS_PER_S,
-        "d_sla_request_s": cfg.d_sla_request,
-        "preemptions": int(out.preemptions.sum()),
-        "preempted_requests": int(np.sum(out.preemptions > 0)),
-        "rejected": len(out.rejected),
-        "peak_kv_usage": out.peak_kv_usage,
-        "makespan_s": float(makespan),
-    }
+    return Sim(
+        scheduler=cfg.scheduler.name,
+        engines=out.engines,
+        latency_model=cfg.latency_model().name,
+        kv_capacity_tokens=cfg.capacity(),
+        gpu_utilization=float(out.busy_time.sum() / (out.engines * makespan)) if makespan > 0 else 0.0,
+        avg_batch_size=out.batch_size_sum / out.steps if out.steps else 0.0,
+        steps=out.steps,
+        queueing_delay_ms=stats(out.first_scheduled - arrivals, MS_PER_S),
+        token_sla_violation=float(token_viol),
+        request_sla_violation=float(request_viol),
+        d_sla_token_ms=cfg.d_sla_token * MS_PER_S,
+        d_sla_request_s=cfg.d_sla_request,
+        preemptions=int(out.preemptions.sum()),
+        preempted_requests=int(np.sum(out.preemptions > 0)),
+        rejected=len(out.rejected),
+        peak_kv_usage=out.peak_kv_usage,
+        makespan_s=float(makespan),
+    )
 
 
-def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> dict[str, Any]:
+def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> tuple[Stats, Stats, Stats]:
     """ITL, jitter and max pause computed from the emission runs, for runs that record endpoints only."""
     owner, value, weight = out.emissions.itl_weighted()
     keep = ok[owner]
@@ -104,11 +106,11 @@ def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> dict[str, Any]:
         var = np.bincount(owner, weights=weight * (value - mean[owner]) ** 2, minlength=n) / w
     max_pause = np.full(n, -np.inf)
     np.maximum.at(max_pause, owner, value)
-    return {
-        "itl_ms": stats_weighted(value, weight, MS_PER_S),
-        "jitter_ms": stats(np.where(w >= 2, np.sqrt(var), np.nan), MS_PER_S),
-        "max_pause_ms": stats(np.where(w >= 1, max_pause, np.nan), MS_PER_S),
-    }
+    return (
+        stats_weighted(value, weight, MS_PER_S),
+        stats(np.where(w >= 2, np.sqrt(var), np.nan), MS_PER_S),
+        stats(np.where(w >= 1, max_pause, np.nan), MS_PER_S),
+    )
 
 
 def write_sim_run(
@@ -120,33 +122,36 @@ def write_sim_run(
     token_limit: int = DEFAULT_TOKEN_LIMIT,
     slo: dict[str, float] | None = None,
     deadlines: str | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """Write run.json, records.parquet and summary.json; returns the summary."""
     total_tokens = int(out.emissions.count.sum())
     mode: Literal["full", "endpoints"] = (
         ("full" if total_tokens <= token_limit else "endpoints") if token_times == "auto" else token_times
     )
     cfg = out.config
+    workload = WorkloadDeclaration.model_validate(declaration)
     info = RunInfo(
         kind="simulated",
-        sut={
-            "model": f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}",
-            "hardware": f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
-            "software": f"infermeter {__version__} discrete-event simulator",
-            "boundary": "Model Engine",
-            "prefix_caching": "not modelled",
-            "guardrails": "none (simulated engine)",
-        },
-        workload=declaration,
-        load={
-            "description": (declaration.get("arrivals") or {}).get("description", "all requests at t=0 (offline)"),
-            "requests": len(out.requests),
-        },
-        tokenizer={"name": "workload token counts", "counting_method": "A", "source": "workload specification"},
+        sut=Sut(
+            model=f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}",
+            hardware=f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
+            software=f"infermeter {__version__} discrete-event simulator",
+            boundary="Model Engine",
+            prefix_caching="not modelled",
+            guardrails="none (simulated engine)",
+        ),
+        workload=workload,
+        load=Load(
+            description=workload.arrivals.description if workload.arrivals else "all requests at t=0 (offline)",
+            requests=len(out.requests),
+        ),
+        tokenizer=Tokenizer(name="workload token counts", counting_method="A", source="workload specification"),
         itl_option="B",
-        warmup={"done": False, "note": "a simulated engine has no warm-up effects"},
+        warmup=Warmup(done=False, note="a simulated engine has no warm-up effects"),
         slo=slo or {},
-        engine=cfg.describe(),
+        engine=Engine(
+            latency_model=cfg.latency_model().name, kv_capacity=cfg.capacity(), config=cfg.model_dump(mode="json")
+        ),
         token_times=mode,
         deadlines=deadlines,
         notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"],
@@ -158,10 +163,10 @@ def write_sim_run(
     full = mode == "full"
     summary = summarize(cols, "B", slo, parse_deadlines(deadlines) if deadlines and full else None)
     if mode == "endpoints":
-        summary.update(_itl_from_emissions(out, cols.ok))
-        summary["itl_source"] = "simulator emissions (records hold first and last token times only)"
+        summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = _itl_from_emissions(out, cols.ok)
+        summary.itl_source = "simulator emissions (records hold first and last token times only)"
         if deadlines:
-            summary["fluidity_note"] = "fluidity needs every token time: rerun with --token-times full"
-    summary["sim"] = sim_block(out)
+            summary.fluidity_note = "fluidity needs every token time: rerun with --token-times full"
+    summary.sim = sim_block(out)
     write_summary(run_dir, summary)
     return summary

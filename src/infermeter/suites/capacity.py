@@ -19,7 +19,7 @@ import orjson
 
 from infermeter import resumable
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.records import RECORDS, holds_run, read_records, read_run_info
 from infermeter.suites.slo import Slo
 
@@ -80,7 +80,7 @@ def probe_dir(out: Path, rate: float) -> Path:
     return out / f"probe-rate-{rate_key(rate):g}"
 
 
-def evaluate(run_dir: Path, slos: list[Slo], min_success: float) -> tuple[dict[str, Any], bool]:
+def evaluate(run_dir: Path, slos: list[Slo], min_success: float) -> tuple[Summary, bool]:
     """Summarize a probe's records with exactly what the SLOs need, and decide pass or fail."""
     info = read_run_info(run_dir)
     goodput: dict[str, float] = {}
@@ -91,7 +91,7 @@ def evaluate(run_dir: Path, slos: list[Slo], min_success: float) -> tuple[dict[s
         if s.deadlines is not None and deadlines is None:
             deadlines = s.deadlines
     summary = summarize(RecordColumns.from_table(read_records(run_dir)), info.itl_option, goodput, deadlines)
-    ok = (summary["requests"]["success_rate"] or 0.0) >= min_success and all(s.passes(summary) for s in slos)
+    ok = (summary.requests.success_rate or 0.0) >= min_success and all(s.passes(summary) for s in slos)
     return summary, ok
 
 
@@ -124,9 +124,9 @@ def search(
             rate,
             str(d),
             ok,
-            summary["throughput"]["req_s"],
-            summary["throughput"]["output_tok_s"],
-            summary["requests"]["success_rate"],
+            summary.throughput.req_s,
+            summary.throughput.output_tok_s,
+            summary.requests.success_rate,
             {s.text: s.describe_value(summary) for s in slos},
             reused,
         )

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.metrics.fluidity import Deadlines, parse_deadlines
 from infermeter.metrics.goodput import SLO_METRICS, parse_slo
+from infermeter.metrics.summary_model import Summary
 from infermeter.units import DURATION, MS_PER_S, duration_s
 
 _BOUND = re.compile(rf"^(ttft|tpot|itl|e2e):(p50|p90|p95|p99|p99\.9|mean|max)\s*(<=|<)\s*{DURATION}$")
@@ -27,21 +27,20 @@ class Slo:
     deadlines: Deadlines | None = None
     goodput: dict[str, float] | None = None
 
-    def value(self, summary: dict[str, Any]) -> float | None:
+    def value(self, summary: Summary) -> float | None:
         if self.kind == "bound":
-            return summary[f"{self.metric}_ms"][self.stat]
+            return summary.latency(self.metric).value(self.stat)
         if self.kind == "fluidity":
-            f = summary.get("fluidity") or {}
-            return f.get("share_meeting_target")
-        return (summary.get("goodput") or {}).get("fraction")
+            return summary.fluidity.share_meeting_target if summary.fluidity is not None else None
+        return summary.goodput.fraction
 
-    def passes(self, summary: dict[str, Any]) -> bool:
+    def passes(self, summary: Summary) -> bool:
         v = self.value(summary)
         if v is None:
             return False
         return v <= self.limit if self.kind == "bound" else v >= self.limit
 
-    def describe_value(self, summary: dict[str, Any]) -> str:
+    def describe_value(self, summary: Summary) -> str:
         v = self.value(summary)
         if v is None:
             return "n/a"

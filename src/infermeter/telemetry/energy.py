@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from infermeter.metrics.summary_model import Energy
+
 
 def trapezoid_window(t: np.ndarray, power_w: np.ndarray, start: float, end: float) -> float | None:
     """Joules between start and end: power samples integrated by trapezoids, interpolated at both edges."""
@@ -35,7 +37,7 @@ def energy_block(
     sources: dict[str, str],
     gpu_price_per_hour: float | None = None,
     gpus: int | None = None,
-) -> dict[str, Any]:
+) -> Energy:
     """The summary's `energy` block: whichever of CPU (RAPL) and GPU (NVML) energy the host could measure."""
     out: dict[str, Any] = {"window_s": end - start, "sources": sources}
     t = samples.get("t", np.zeros(0))
@@ -70,4 +72,4 @@ def energy_block(
             }
         )
     out["notes"] = notes
-    return out
+    return Energy.model_validate(out)  # the keys of a source the host lacks stay out of summary.json

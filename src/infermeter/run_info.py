@@ -1,0 +1,280 @@
+"""run.json as types: `RunInfo` and its blocks, versioned (`infermeter.run/2`), every block closed to stray keys.
+
+A leaf of the package (it imports nothing of infermeter but the version and errors), so records and every writer
+can use it.  Two blocks hold JSON snapshots of models that live further down the flow, which this module may
+not import: the workload specification (`WorkloadDeclaration.spec`, a workload.spec.WorkloadSpec) and the
+simulated engine's configuration (`Engine.config`, an engine.config.EngineConfig); `RunInfo.config`, the
+resolved scenario configuration, is validated by infermeter.config.  Reading upgrades every earlier version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import platform
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infermeter import __version__
+from infermeter.errors import UserError
+
+RUN_SCHEMA = "infermeter.run/2"
+RUN_SCHEMA_V1 = "infermeter.run/1"
+
+
+def wall_clock_iso(t: float | None = None) -> str:
+    """UTC wall-clock time as ISO 8601 with milliseconds (draft 4.7.4)."""
+    moment = dt.datetime.fromtimestamp(time.time() if t is None else t, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def software_versions() -> dict[str, str]:
+    """Versions of infermeter, Python, the platform and the libraries the figures depend on."""
+    out = {"infermeter": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    for pkg in ("numpy", "pyarrow", "scipy", "aiohttp"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[pkg] = metadata.version(pkg)
+    return out
+
+
+class Block(BaseModel):
+    """A run.json block: a stray key is an error, and a value assigned later is checked like one read."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Sut(Block):
+    """The system under test as the report declares it (draft Appendix C.1 "System Identification")."""
+
+    model: str | None = None
+    url: str | None = None  # credentials masked
+    hardware: str | None = None
+    software: str | None = None
+    boundary: str | None = None
+    prefix_caching: str | None = None
+    guardrails: str | None = None
+    faults: list[dict[str, Any]] | None = None  # the emulator's injected faults (emulator.faults models, as JSON)
+
+
+class Arrivals(Block):
+    """The arrival process (workload.arrivals.ArrivalSpec) with its one-line description."""
+
+    kind: str
+    rate: float | None = None
+    burstiness: float = 1.0
+    time_scale: float = 1.0
+    description: str = ""
+
+
+class WorkloadClass(Block):
+    """One request class: its share of requests and its length distributions, described in words."""
+
+    name: str = ""
+    weight: float = 1.0
+    input: str
+    output: str
+
+
+class PrefixSharing(Block):
+    """Shared prompt prefixes: the share of requests with one, how many distinct ones, their length."""
+
+    fraction: float
+    count: int
+    length: str
+    zipf_s: float | None = None
+
+
+class WorkloadDeclaration(Block):
+    """What run.json declares about the workload (draft 4.3.1, 4.3.3); `spec` is the WorkloadSpec as JSON."""
+
+    name: str | None = None
+    seed: int | None = None
+    spec: dict[str, Any] | None = None
+    source: str | None = None  # a replayed trace's file
+    classes: list[WorkloadClass] = Field(default_factory=list)
+    prefix_sharing: PrefixSharing | None = None
+    output_control: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    arrivals: Arrivals | None = None
+
+
+class Load(Block):
+    """The load the run applied: open loop (arrivals), closed loop (concurrency), bounded by count or time."""
+
+    description: str | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    concurrency: int | None = None
+    barrier: bool = False
+    arrivals: Arrivals | None = None
+
+
+class Tokenizer(Block):
+    """How tokens were counted (draft 4.4.1-4.4.3); every field is optional, as runs differ in what applies."""
+
+    name: str | None = None
+    counting_method: str | None = None  # "A" native, "B" reference
+    counting_method_text: str | None = None
+    vocab_size: int | None = None
+    source: str | None = None
+    per_event: str | None = None
+    special_tokens: str | None = None
+    prompts: str | None = None
+    template_overhead_tokens: int | None = None
+
+
+class Warmup(Block):
+    """The draft's warm-up (section 4.5): what was sent, and whether the server settled before measuring."""
+
+    done: bool = False
+    cold_start: bool | None = None  # --warmup off: a cold start was measured (draft 4.5.3)
+    note: str | None = None
+    requests: int | None = None
+    failed: int | None = None
+    output_tokens: int | None = None
+    queue_drained: bool | None = None
+    probe_before_s: float | None = None
+    probes_after_s: list[float] | None = None
+    stable: bool | None = None
+    seconds: float | None = None
+
+
+class Timeouts(Block):
+    """The client's timeouts in seconds: connecting, the first token, the whole request."""
+
+    connect: float
+    first_token: float
+    total: float
+
+
+class Client(Block):
+    """The transport and request options (the API key itself never appears, only where it came from)."""
+
+    backend: str | None = None
+    transport: str | None = None
+    endpoint: str | None = None
+    api: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    timeouts_s: Timeouts | None = None
+    ignore_eos: bool | None = None
+    temperature: float | None = None
+    extra_body: dict[str, Any] | None = None  # the user's own request-body fields, as given
+    open_files_limit: int | None = None
+
+
+class ServerMetricsSource(Block):
+    """Where the server's Prometheus /metrics were scraped, or why they were not."""
+
+    url: str
+    available: bool
+    interval_s: float | None = None
+    reason: str | None = None
+
+
+class Telemetry(Block):
+    """Host telemetry: the sampling interval and each source (psutil, RAPL, NVML) or why it is unavailable."""
+
+    interval_s: float
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Engine(Block):
+    """A simulated engine: its latency model and KV capacity, and its EngineConfig as JSON (`config`)."""
+
+    latency_model: str
+    kv_capacity: int
+    config: dict[str, Any]
+
+
+class PromptMismatch(Block):
+    """A prompt whose length the server counted differently from the length it was built to."""
+
+    request_id: int
+    built: int
+    server: int
+
+
+class PromptVerification(Block):
+    """A sample of the run's prompts counted by the server's own tokenizer."""
+
+    endpoint: str
+    checked: int
+    mismatches: int
+    examples: list[PromptMismatch] = Field(default_factory=list)
+
+
+class RunInfo(Block):
+    """run.json: everything a report must declare about how the records were produced."""
+
+    schema_version: Literal["infermeter.run/2"] = RUN_SCHEMA
+    kind: Literal["live", "emulated", "simulated", "test"] = "live"
+    started_at: str = Field(default_factory=lambda: wall_clock_iso())
+    clock: str = "time.perf_counter (monotonic), seconds since the run's start"
+    sut: Sut = Field(default_factory=Sut)
+    workload: WorkloadDeclaration = Field(default_factory=WorkloadDeclaration)
+    load: Load = Field(default_factory=Load)
+    tokenizer: Tokenizer = Field(default_factory=Tokenizer)
+    itl_option: Literal["A", "B", "C"] = "B"
+    warmup: Warmup = Field(default_factory=Warmup)
+    slo: dict[str, float] = Field(default_factory=dict)  # metric -> bound in seconds (metrics.goodput.parse_slo)
+    software: dict[str, str] = Field(default_factory=software_versions)
+    notes: list[str] = Field(default_factory=list)
+    stopped: str | None = None  # why the run ended before its plan ("interrupted", "terminated", a disk failure)
+    deadlines: str | None = None  # --deadlines as given (metrics.fluidity.parse_deadlines)
+    started_at_clock: float | None = None  # run clock when the measured load began (after the warm-up)
+    token_times: Literal["full", "endpoints"] | None = None  # simulated runs: every token time, or first and last
+    client: Client | None = None
+    server_metrics: ServerMetricsSource | None = None
+    telemetry: Telemetry | None = None
+    prompt_verification: PromptVerification | None = None
+    engine: Engine | None = None
+    config: dict[str, Any] | None = None  # the resolved scenario configuration (validated by infermeter.config)
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """infermeter.run/1 kept a simulated engine's EngineConfig flat beside its derived figures."""
+    engine = doc.get("engine")
+    if isinstance(engine, dict):
+        config = dict(engine)
+        derived = {k: config.pop(k) for k in ("latency_model", "kv_capacity") if k in config}
+        doc["engine"] = {**derived, "config": config}
+    return {**doc, "schema_version": RUN_SCHEMA}
+
+
+UPGRADES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {RUN_SCHEMA_V1: _v1_to_v2}
+
+
+def parse_run_info(doc: object, where: str) -> RunInfo:
+    """A run.json document of any version this infermeter knows, upgraded and checked; anything else is a
+    one-line UserError naming the file (and the key at fault)."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{where} is not a valid run description: it is not a JSON object")
+    version = doc.get("schema_version", RUN_SCHEMA_V1)
+    while isinstance(version, str) and version in UPGRADES:
+        doc = UPGRADES[version](doc)
+        version = doc["schema_version"]
+    if version != RUN_SCHEMA:
+        known = ", ".join([*UPGRADES, RUN_SCHEMA])
+        raise UserError(
+            f"{where} has schema_version {version!r}, which infermeter {__version__} cannot read (it reads {known}): "
+            "read it with the infermeter that wrote it"
+        )
+    try:
+        return RunInfo.model_validate(doc)
+    except ValidationError as exc:
+        raise UserError(f"{where} is not a valid run description: {validation_problem(exc, RUN_SCHEMA)}") from None
+
+
+def validation_problem(exc: ValidationError, schema: str) -> str:
+    """The first problem pydantic found, in one line: the dotted key, and what is wrong with it."""
+    first = exc.errors()[0]
+    key = ".".join(str(x) for x in first["loc"]) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        return f"unknown key '{key}' (not part of {schema})"
+    return f"{key}: {' '.join(first['msg'].split())}"
