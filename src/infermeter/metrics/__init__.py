@@ -1,6 +1,6 @@
 """Metrics over a run's records: latency, throughput, goodput, fairness, statistics, the summary."""
 
-from infermeter.metrics.columns import Ragged, RecordColumns
+from infermeter.metrics.columns import Ragged, RecordColumns, counting_of
 from infermeter.metrics.summary import summarize
 
-__all__ = ["Ragged", "RecordColumns", "summarize"]
+__all__ = ["Ragged", "RecordColumns", "counting_of", "summarize"]
