@@ -14,6 +14,7 @@ from infermeter.load.run import benchmark
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.prefill_curve import PrefillCurve
 from infermeter.records import read_records, read_run_info
+from infermeter.report.console import minimum_report
 from infermeter.suites.prefill import profile_prefill
 from infermeter.workload.prompts import ExactPrompter
 from tests.prompts import cl100k
@@ -97,6 +98,7 @@ def test_option_b_run_keeps_both_counts_and_its_metrics_use_the_reference(word_s
     assert result.summary["input_tokens"]["mean"] == 60 and result.summary["input_tokens"]["n"] == 6
     a = summarize(RecordColumns.from_table(read_records(out), "A"))
     assert a["input_tokens"]["mean"] == pytest.approx(np.mean(words))
+    assert "Tokens counted with option B, reference tokenizer: cl100k_base" in minimum_report(result.summary, info)
 
 
 def test_profile_prefill_fits_on_the_count_its_deadlines_use(word_server, word_tokenizer):

@@ -88,6 +88,15 @@ def throughput_table(summary: dict[str, Any]) -> str:
     return grid(["Metric", "Value"], rows, "Throughput and goodput")
 
 
+def _counting_text(block: dict[str, Any]) -> str:
+    """Which token counts the metrics use (the IETF draft's option A or B), as run.json declares it."""
+    method = block.get("counting_method")
+    if method not in ("A", "B"):
+        return "Tokens counted as the server reports them (no counting method declared)"
+    kind = block.get("counting_method_text") or ("native tokenizer" if method == "A" else "reference tokenizer")
+    return f"Tokens counted with option {method}, {kind}: {block.get('name', 'not declared')}"
+
+
 def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
     """Appendix C.1, filled from run.json and the summary."""
     sut, load = info.sut, info.load
@@ -101,7 +110,7 @@ def minimum_report(summary: dict[str, Any], info: RunInfo) -> str:
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary['itl_option']]}"]
+    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary['itl_option']]}", _counting_text(info.tokenizer)]
     notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
     failed = summary["requests"].get("failures_by_reason") or {}
     if failed:
