@@ -29,7 +29,6 @@ class TokenCounting:
     """The run's tokenizer, its counting option, and why (run.json's tokenizer block says all three)."""
 
     tokenizer: Tokenizer
-    spec: str  # what resolves to it: an encoding name or a file path
     method: Method
     reason: str
     server_declares: str | None = None
@@ -71,20 +70,20 @@ def choose_counting(spec: str | None, server_declares: str | None = None) -> Tok
             unusable = f"; the server declares {server_declares}, which cannot be loaded here ({exc})"
         else:
             why = f"no tokenizer named; the server declares it counts with {server_declares}: its native tokenizer"
-            return TokenCounting(tok, server_declares, "A", why, server_declares)
+            return TokenCounting(tok, "A", why, server_declares)
     chosen = spec or REFERENCE
     tok = resolve_tokenizer(chosen)
     if not isinstance(tok, TiktokenTokenizer):
         why = f"{chosen} is a model's own vocabulary, named as the server's tokenizer"
-        return TokenCounting(tok, chosen, "A", why, server_declares)
+        return TokenCounting(tok, "A", why, server_declares)
     if server_declares == chosen:
         why = f"the server declares it counts with {chosen} too: its native tokenizer"
-        return TokenCounting(tok, chosen, "A", why, server_declares)
+        return TokenCounting(tok, "A", why, server_declares)
     if spec:
         why = f"{chosen} named as the reference tokenizer"
     else:
         why = f"no tokenizer named{unusable or ' and the server declares none'}: the shipped reference {chosen}"
-    return TokenCounting(tok, chosen, "B", why, server_declares)
+    return TokenCounting(tok, "B", why, server_declares)
 
 
 async def declared_tokenizer(base_url: str | None, model: str, headers: dict[str, str]) -> str | None:
