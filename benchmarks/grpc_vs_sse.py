@@ -17,7 +17,10 @@ from infermeter.emulator import EmulatorConfig
 from infermeter.emulator.process import emulator_process
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock
-from infermeter.workload.prompts import build_prompt
+from infermeter.tokenizers import REFERENCE, resolve_tokenizer
+from infermeter.workload.prompts import ExactPrompter
+
+PROMPTS = ExactPrompter(resolve_tokenizer(REFERENCE))  # exact lengths under cl100k_base, as the emulator counts
 
 
 async def block(target: str, backend: str, reqs: list[PreparedRequest]) -> list:
@@ -35,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     # every prompt unique and no prefix cache: neither transport may find the other's work cached
     reqs = {
-        b: [PreparedRequest(i, build_prompt(i + k * 10**6, 128), 128, 32) for i in range(args.requests)]
+        b: [PreparedRequest(i, PROMPTS.build(128, i + k * 10**6), 128, 32) for i in range(args.requests)]
         for k, b in enumerate(("openai", "grpc"))
     }
     ttft: dict[str, list[float]] = {"openai": [], "grpc": []}

@@ -16,13 +16,16 @@ from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock
+from infermeter.tokenizers import REFERENCE, resolve_tokenizer
 from infermeter.workload import ArrivalSpec, arrival_offsets
-from infermeter.workload.prompts import build_prompt
+from infermeter.workload.prompts import ExactPrompter
+
+PROMPTS = ExactPrompter(resolve_tokenizer(REFERENCE))  # exact lengths under cl100k_base, as the emulator counts
 
 
 async def measure(url: str, rate: float, n: int, arrival: str) -> tuple[np.ndarray, np.ndarray, int]:
     client = OpenAIClient(ClientConfig(url, model="infermeter-emulator"), RunClock())
-    reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 4) for i in range(n)]
+    reqs = [PreparedRequest(i, PROMPTS.build(16, i), 16, 4) for i in range(n)]
     offsets = arrival_offsets(ArrivalSpec(kind=arrival, rate=rate), n, 7)  # type: ignore[arg-type]
     records = []
     await drive(client, reqs, LoadPattern(offsets=offsets), records.append)

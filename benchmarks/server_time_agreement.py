@@ -15,12 +15,15 @@ from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock
-from infermeter.workload.prompts import build_prompt
+from infermeter.tokenizers import REFERENCE, resolve_tokenizer
+from infermeter.workload.prompts import ExactPrompter
+
+PROMPTS = ExactPrompter(resolve_tokenizer(REFERENCE))  # exact lengths under cl100k_base, as the emulator counts
 
 
 async def measure(url: str, n: int, tokens: int) -> np.ndarray:
     client = OpenAIClient(ClientConfig(url, model="infermeter-emulator"), RunClock())
-    reqs = [PreparedRequest(i, build_prompt(i, 64), 64, tokens) for i in range(n)]
+    reqs = [PreparedRequest(i, PROMPTS.build(64, i), 64, tokens) for i in range(n)]
     records = []
     await drive(client, reqs, LoadPattern(concurrency=1), records.append)
     await client.close()

@@ -49,9 +49,12 @@ from infermeter.process_limits import raise_open_files_limit
 from infermeter.records import RequestRecord, RunClock, RunInfo, RunWriter, read_records
 from infermeter.run_info import Load, Sut, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import simulate
+from infermeter.tokenizers import REFERENCE, resolve_tokenizer
 from infermeter.workload import ArrivalSpec, arrival_offsets, ids
-from infermeter.workload.prompts import build_prompt
+from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
+
+PROMPTS = ExactPrompter(resolve_tokenizer(REFERENCE))  # exact lengths under cl100k_base, as the emulator counts
 
 MB = 1024 * 1024
 MODEL = "infermeter-emulator"
@@ -223,7 +226,7 @@ def prepared(base: int, n: int, input_tokens: int, output_tokens: int) -> Iterat
     """Requests built lazily as the driver asks for them (as `infermeter run` does): prompts never pile up."""
     for i in range(n):
         rid = ids.request_id(base, i)
-        yield PreparedRequest(rid, build_prompt(rid, input_tokens), input_tokens, output_tokens)
+        yield PreparedRequest(rid, PROMPTS.build(input_tokens, rid), input_tokens, output_tokens)
 
 
 async def measure_capacity(url: str, args: argparse.Namespace) -> tuple[float, str]:

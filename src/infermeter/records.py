@@ -80,6 +80,8 @@ class RequestRecord:
     server_token_times: list[float] | None = None
     status: Status = "ok"
     error: str = ""
+    ref_input_tokens: int | None = None  # the built prompt's length under run.json's declared tokenizer
+    ref_output_tokens: int | None = None  # the received text's length under it
 
 
 SCHEMA = pa.schema(
@@ -97,12 +99,14 @@ SCHEMA = pa.schema(
         ("server_token_times", pa.list_(pa.float64())),
         ("status", pa.string()),
         ("error", pa.string()),
+        ("ref_input_tokens", pa.int32()),
+        ("ref_output_tokens", pa.int32()),
     ]
 )
 
 
 # Nullable record fields added after the first schema: records written before them read back with nulls.
-LATER_FIELDS: tuple[str, ...] = ()
+LATER_FIELDS: tuple[str, ...] = ("ref_input_tokens", "ref_output_tokens")
 
 
 def records_to_table(records: list[RequestRecord]) -> pa.Table:

@@ -56,6 +56,7 @@ class Sut(Block):
     hardware: str | None = None
     software: str | None = None
     boundary: str | None = None
+    tokenizer: str | None = None  # the tokenizer the server declares (the emulator's own)
     prefix_caching: str | None = None
     guardrails: str | None = None
     faults: list[dict[str, Any]] | None = None  # the emulator's injected faults (emulator.faults models, as JSON)
@@ -126,6 +127,12 @@ class Tokenizer(Block):
     special_tokens: str | None = None
     prompts: str | None = None
     template_overhead_tokens: int | None = None
+    method: str | None = None  # the IETF draft's option, named
+    chosen_because: str | None = None
+    server_declares: str | None = None  # the tokenizer the server names in /v1/models, when it does
+    metrics_count: str | None = None  # which record counts the metrics used
+    record_counts: dict[str, str] | None = None  # what each count field of the records holds
+    chat_template: str | None = None
 
 
 class Warmup(Block):
@@ -207,6 +214,7 @@ class PromptVerification(Block):
     checked: int
     mismatches: int
     examples: list[PromptMismatch] = Field(default_factory=list)
+    meaning: str | None = None  # what a mismatch means under the counting option
 
 
 class RunInfo(Block):

@@ -1,6 +1,8 @@
 """KServe v2 / Triton streaming over gRPC: the emulator's front end, the backend, and agreement with SSE."""
 
 import asyncio
+import re
+import urllib.request
 from collections import Counter
 
 import numpy as np
@@ -18,7 +20,8 @@ from infermeter.errors import UserError
 from infermeter.load import LoadPattern, drive
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.records import RunClock, failure_reason
-from infermeter.workload.prompts import build_prompt
+from tests.prompts import cl100k
+from tests.prompts import request as exact_request
 from tests.timing import Noise, measured
 
 
@@ -74,7 +77,7 @@ async def _send_all(target: str, reqs: list[PreparedRequest], backend: str, **kw
 
 
 def test_a_stream_over_grpc_is_one_record_per_request_with_every_token(emulator):
-    reqs = [PreparedRequest(i, build_prompt(i, 32), 32, 12) for i in range(4)]
+    reqs = [exact_request(i, 32, 12) for i in range(4)]
     records = asyncio.run(_send_all(emulator.grpc_target, reqs, "grpc"))
     for rec in records:
         assert rec.status == "ok", rec.error
@@ -84,8 +87,26 @@ def test_a_stream_over_grpc_is_one_record_per_request_with_every_token(emulator)
         assert rec.server_token_times is not None and len(rec.server_token_times) == 12
 
 
+def _prompt_tokens_total(url: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return float(re.search(r"^vllm:prompt_tokens_total\{[^}]*\} ([0-9.e+]+)$", text, re.M).group(1))
+
+
+def test_grpc_prompts_are_counted_with_the_emulators_tokenizer_and_replies_with_the_reference(emulator):
+    """The engine prefills the prompt's cl100k_base tokens (no prefix cache here: every one is computed), and the
+    reply's text, counted under cl100k_base when the stream ends, is as many tokens as responses were streamed."""
+    text = "Hello, world! 12345 \u00fcn\u00efc\u00f6d\u00e9 \u2014 tabs\tand\nnewlines"
+    before = _prompt_tokens_total(emulator.url)
+    count = lambda t: len(cl100k().encode(t))  # noqa: E731
+    (rec,) = asyncio.run(_send_all(emulator.grpc_target, [PreparedRequest(0, text, 1, 9)], "grpc", count_text=count))
+    assert rec.status == "ok", rec.error
+    assert _prompt_tokens_total(emulator.url) - before == len(cl100k().encode(text)) == 20
+    assert rec.output_tokens == 9 and rec.ref_output_tokens == 9
+
+
 def test_grpc_failures_are_records_with_reasons(emulator):
-    too_long = [PreparedRequest(0, build_prompt(0, 64), 64, 5000)]  # past max_model_len 4096
+    too_long = [exact_request(0, 64, 5000)]  # past max_model_len 4096
     (rec,) = asyncio.run(_send_all(emulator.grpc_target, too_long, "grpc"))
     assert rec.status == "error" and failure_reason(rec.error) == reasons.SERVER_ERROR_EVENT
     assert "exceeds max_model_len" in rec.error
@@ -96,10 +117,7 @@ def test_grpc_failures_are_records_with_reasons(emulator):
 def test_ttft_and_itl_over_grpc_agree_with_sse_on_the_same_emulator(emulator):
     """One request at a time, alternating transports on one engine: what differs is the transport alone."""
     # unique prompts and no prefix cache on this engine: neither transport finds the other's work cached
-    reqs = {
-        b: [PreparedRequest(i, build_prompt(i + k * 10**6, 128), 128, 16) for i in range(24)]
-        for k, b in enumerate(("openai", "grpc"))
-    }
+    reqs = {b: [exact_request(i + k * 10**6, 128, 16) for i in range(24)] for k, b in enumerate(("openai", "grpc"))}
 
     def measure():
         ttft, itl = {"grpc": [], "openai": []}, {"grpc": [], "openai": []}
@@ -140,7 +158,7 @@ def test_grpc_faults_and_keys_are_records_with_their_status(monkeypatch):
         reasons.LOST_MID_STREAM: drawn["reset_mid_stream"],
         reasons.SERVER_ERROR_EVENT: drawn["error_event"],
     }
-    reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 8) for i in range(40)]
+    reqs = [exact_request(i, 16, 8) for i in range(40)]
     with emulator_process(cfg) as emu:
         assert emu.grpc_target is not None
         monkeypatch.delenv("GRPC_TEST_KEY", raising=False)

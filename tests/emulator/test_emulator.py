@@ -12,7 +12,7 @@ from infermeter.engine.config import EngineConfig
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RunClock, failure_reason
 from infermeter.workload import ArrivalSpec, arrival_offsets
-from infermeter.workload.prompts import build_prompt
+from tests.prompts import prompter, request
 from tests.timing import Noise, measured
 
 
@@ -37,7 +37,7 @@ def metric(text, name):
 def test_server_times_agree_with_the_clients_at_low_load():
     """A systematic offset (a wrong anchor, upload time counted) shows in the median; the tail may only be as far
     off as the machine's own noise during the test (benchmarks/server_time_agreement.py prints the tail)."""
-    reqs = [PreparedRequest(i, build_prompt(i, 64), 64, 32) for i in range(6)]
+    reqs = [request(i, 64, 32) for i in range(6)]
 
     def measure():
         with running_emulator(EmulatorConfig()) as url:
@@ -62,7 +62,8 @@ def test_chat_api_streams_after_a_role_only_event():
 
 
 def test_prefix_caching_lowers_ttft_for_shared_prefixes():
-    reqs = [PreparedRequest(i, build_prompt(i, 2016, prefix_id=7, prefix_tokens=2000), 2016, 4) for i in range(6)]
+    prefix = prompter().build_prefix(2000, 7)
+    reqs = [request(i, 2016, 4, prefix) for i in range(6)]
     ttft = {}
     for caching in (True, False):
         with running_emulator(EmulatorConfig(prefix_caching=caching)) as url:
@@ -78,7 +79,7 @@ def test_prefix_caching_lowers_ttft_for_shared_prefixes():
 def test_shrunken_kv_capacity_shows_preemptions_in_metrics():
     cfg = EmulatorConfig(speed=10, engine=EngineConfig(kv_capacity_tokens=640))
     with running_emulator(cfg) as url:
-        reqs = [PreparedRequest(i, build_prompt(i, 100), 100, 150) for i in range(8)]
+        reqs = [request(i, 100, 150) for i in range(8)]
         records = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=8)))
         text = asyncio.run(scrape(url))
     assert all(r.status == "ok" and r.output_tokens == 150 for r in records)
@@ -99,7 +100,7 @@ def test_ttft_rises_steeply_past_saturation():
         with running_emulator(cfg) as url:
             for rate in (5.0, 15.0, 200.0):
                 offsets = arrival_offsets(ArrivalSpec(kind="poisson", rate=rate), n, 1)
-                reqs = [PreparedRequest(i, build_prompt(i, 200), 200, 50) for i in range(n)]
+                reqs = [request(i, 200, 50) for i in range(n)]
                 records = asyncio.run(run_requests(url, reqs, LoadPattern(offsets=offsets)))
                 ttft[rate] = np.asarray([r.token_times[0] - r.submitted_at for r in records if r.status == "ok"])
         return ttft
@@ -118,7 +119,7 @@ def test_an_injected_fault_hits_its_share_of_requests():
     are served; the shares come from one seeded draw per request."""
     faults = [Fault(kind="http_503", share=0.5), Fault(kind="reset_mid_stream", share=0.25)]
     with running_emulator(EmulatorConfig(faults=faults, speed=10)) as url:
-        reqs = [PreparedRequest(i, build_prompt(i, 16), 16, 20) for i in range(200)]
+        reqs = [request(i, 16, 20) for i in range(200)]
         records = asyncio.run(run_requests(url, reqs, LoadPattern(concurrency=8)))
     reasons = [failure_reason(r.error) if r.status != "ok" else "ok" for r in records]
     counts = {k: reasons.count(k) for k in set(reasons)}
@@ -128,7 +129,7 @@ def test_an_injected_fault_hits_its_share_of_requests():
 
 def test_stall_and_output_filter_show_in_timing():
     stall = EmulatorConfig(faults=[Fault(kind="stall_mid_stream", stall_s=0.4)])
-    reqs = [PreparedRequest(0, build_prompt(0, 16), 16, 10)]
+    reqs = [request(0, 16, 10)]
 
     def measure():
         with running_emulator(stall) as url:

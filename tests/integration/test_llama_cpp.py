@@ -108,8 +108,8 @@ def server_count(url: str, text: str) -> int:
 
 @pytest.mark.parametrize("chat", [False, True])
 def test_exact_length_prompts_as_counted_by_llama_cpp(llama, chat):
+    from infermeter.tokenizers import resolve_tokenizer
     from infermeter.workload.prompts import ExactPrompter
-    from infermeter.workload.tokenizers import resolve_tokenizer
 
     prompter = ExactPrompter(resolve_tokenizer(str(smollm2_gguf())), chat=chat)
     for n in (64, 65, 100, 257, 512, 1000, 1500, 2048):

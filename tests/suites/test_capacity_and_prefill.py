@@ -155,6 +155,12 @@ def test_profile_prefill_recovers_the_emulators_prefill_cost():
 
     def check(curve, noise) -> None:
         assert curve.r2 > 0.99
+        # prompts of exactly these lengths under the tokenizer the emulator declares, fitted on its usage counts
+        assert (curve.counting_method, curve.tokenizer, curve.lengths) == (
+            "A",
+            "cl100k_base",
+            [128, 512, 1024, 2048, 4096],
+        )
         # the emulator's prefill step: 6 ms + (0.045 + 0.00004) ms per prompt token
         assert curve.b * 1000 + curve.c * 1000 * 2048 == pytest.approx(0.04504, rel=0.05)
         assert float(curve.predict(8192)) == pytest.approx(0.006 + 0.04504e-3 * 8192, rel=0.05)

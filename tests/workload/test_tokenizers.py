@@ -10,9 +10,11 @@ import orjson
 import pytest
 
 from infermeter.errors import UserError
-from infermeter.workload import tokenizers as tk
+from infermeter.load.prompts import prepared
+from infermeter.tokenizers import ChatTemplate, resolve_tokenizer
+from infermeter.tokenizers import offline as tk
+from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
-from infermeter.workload.tokenizers import resolve_tokenizer
 from tests.cli import infermeter
 
 
@@ -24,7 +26,7 @@ def test_shipped_encodings_load_with_the_network_unavailable():
             raise OSError("network disabled for this test")
         socket.socket.connect = refuse
         socket.create_connection = refuse
-        from infermeter.workload.tokenizers import resolve_tokenizer
+        from infermeter.tokenizers import resolve_tokenizer
         cl = resolve_tokenizer("cl100k_base")
         o2 = resolve_tokenizer("o200k_base")
         print(cl.encode("Hello world"), cl.vocab_size, o2.vocab_size)
@@ -127,5 +129,48 @@ def test_prompt_cli_prints_json():
     out = orjson.loads(p.stdout)
     assert out["tokens"] == 77 and out["tokenizer"] == "cl100k_base"
     assert len(resolve_tokenizer("cl100k_base").encode(out["prompt"])) == 77
-    bad = infermeter("prompt", "--tokenizer", "cl100k_base", "--tokens", "10", "--chat")
-    assert bad.returncode == 2 and "no chat template" in bad.stderr
+    chat = infermeter("prompt", "--tokenizer", "cl100k_base", "--tokens", "40", "--chat", "--json")
+    assert chat.returncode == 0, chat.stderr  # cl100k_base carries no template: infermeter's ChatML is declared
+    content = orjson.loads(chat.stdout)["prompt"]
+    rendered = f"<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"
+    assert len(resolve_tokenizer("cl100k_base").encode(rendered)) == 40
+
+
+def test_a_model_vocabulary_without_a_chat_template_refuses_chat(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    t = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    t.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(UserError, match="no chat template"):
+        ExactPrompter(resolve_tokenizer(str(tmp_path / "tokenizer.json")), chat=True)
+
+
+def test_tiktoken_encodings_chat_under_chatml_as_plain_text():
+    """No template comes with cl100k_base: ChatML markup is rendered as text and counted like any text (23 tokens
+    around 'hi': '<|im_start|>' alone is 6 ordinary tokens in cl100k_base)."""
+    tok = resolve_tokenizer("cl100k_base")
+    template = ChatTemplate.of(tok)
+    assert template is not None and "ChatML" in template.origin
+    text = template.render([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+    assert text == "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert len(tok.encode("<|im_start|>")) == 6
+    p = ExactPrompter(tok, chat=True)
+    assert p.overhead == len(tok.encode("<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n"))
+    assert p.render("x y") == "<|im_start|>user\nx y<|im_end|>\n<|im_start|>assistant\n"
+    for n in (p.overhead + 1, 64, 500):
+        assert len(tok.encode(p.render(p.build(n, n)))) == n
+
+
+@pytest.mark.parametrize("workload", [None, "conversation"])
+def test_the_runs_prompts_have_exactly_their_workload_length_under_cl100k(workload):
+    """What `prepared` hands the driver: every prompt exactly its workload length under cl100k_base (shared prefixes
+    included), and that length is also the request's reference count."""
+    tok = resolve_tokenizer("cl100k_base")
+    kw = {"workload": workload} if workload else {"input_tokens": 333, "output_tokens": 8}
+    reqs, _ = build_requests(40, 5, **kw)
+    got = list(prepared(reqs, 5, prompter=ExactPrompter(tok, seed=5)))
+    assert [len(tok.encode(r.prompt)) for r in got] == [int(n) for n in reqs.input_tokens]
+    assert all(r.ref_input_tokens == r.input_tokens for r in got)
+    if workload is None:
+        assert {r.input_tokens for r in got} == {333}

@@ -130,6 +130,7 @@ def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[
         "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
         "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
         "boundary": "Model Engine",
+        "tokenizer": emu.tokenizer,
         "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
         "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
         if emu.input_filter_ms or emu.output_filter_ms

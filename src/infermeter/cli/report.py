@@ -12,7 +12,7 @@ import typer
 from infermeter.cli import options as opt
 from infermeter.cli.app import about, app
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, Summary, summarize
+from infermeter.metrics import RecordColumns, Summary, counting_of, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.goodput import parse_slo
 from infermeter.metrics.summary_model import parse_summary
@@ -45,7 +45,7 @@ def report(
     for run_dir in run_dirs:
         with about("run_dirs"):
             info = read_run_info(run_dir)
-            cols = RecordColumns.from_table(read_records(run_dir))
+            cols = RecordColumns.from_table(read_records(run_dir), counting_of(info.tokenizer))
             stored = _stored_summary(run_dir)
         option = itl_option or info.itl_option
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)

@@ -200,6 +200,7 @@ def profile_prefill_cmd(
     out: Annotated[Path, typer.Option(help="where to save the fitted curve (JSON)", parser=opt.out_path)] = Path(
         "prefill_curve.json"
     ),
+    tokenizer: opt.Tokenizer = None,
     emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
@@ -223,7 +224,7 @@ def profile_prefill_cmd(
     with target(url, emu, backend) as (target_url, _, _):
         cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
         cfg.model = cfg.model or run_async(discover_model(cfg))
-        curve = run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend))
+        curve = run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend, tokenizer))
     try:
         curve.save(out)
     except OSError as exc:

@@ -80,13 +80,16 @@ def prompt(
         typer.Option(help="cl100k_base, o200k_base, a tokenizer.json or a .gguf file", parser=opt.TOKENIZER),
     ],
     tokens: Annotated[int, typer.Option(help="exact token count of the prompt", parser=opt.integer(1, 1_000_000))],
-    chat: Annotated[bool, typer.Option(help="count after the tokenizer's chat template")] = False,
+    chat: Annotated[
+        bool,
+        typer.Option(help="count after the chat template (the tokenizer's own; ChatML for cl100k_base, o200k_base)"),
+    ] = False,
     json: Annotated[bool, typer.Option("--json", help='print {"prompt", "tokens", "tokenizer"}')] = False,
     seed: opt.Seed = 0,
 ) -> None:
     """Build one prompt of exactly N tokens (after the chat template with --chat) and print it."""
+    from infermeter.tokenizers import resolve_tokenizer
     from infermeter.workload.prompts import ExactPrompter
-    from infermeter.workload.tokenizers import resolve_tokenizer
 
     tok = resolve_tokenizer(tokenizer)
     prompter = ExactPrompter(tok, chat=chat, seed=seed)

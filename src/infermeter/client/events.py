@@ -40,6 +40,7 @@ class StreamState:
     headers_at: float | None = None  # run-clock time the client received the response headers
     done: bool = False
     cumulative: int | None = None  # continuous usage stats: completion tokens so far
+    text: list[str] = field(default_factory=list)  # the content pieces, joined and counted once the stream ends
 
     @property
     def tokens(self) -> int:
@@ -133,6 +134,8 @@ class StreamDecoder:
             text = choice.get("text") or ""
         if not isinstance(text, str):
             raise TypeError(f"content is a {type(text).__name__}, not text")
+        if text:
+            state.text.append(text)
         if not state.content_started and not text.strip():
             # draft 5.1.3.1: empty, whitespace-only and role-only events before content are not the first token
             state.chunk_times.append(now)

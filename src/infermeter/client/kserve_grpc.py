@@ -95,6 +95,7 @@ class KServeGrpcClient:
         started = loop.time()
         call = self._stub.ModelStreamInfer(metadata=self._metadata)
         offsets: list[float] | None = None
+        text: list[str] = []
         try:
             try:
                 async with asyncio.timeout(min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
@@ -105,8 +106,9 @@ class KServeGrpcClient:
                         now = self.clock.now()
                         if resp.error_message:
                             raise _Failure("error", reasons.SERVER_ERROR_EVENT, resp.error_message[:200])
-                        pieces = [o for o in resp.infer_response.outputs if o.name == "text_output"]
-                        if pieces:
+                        piece = _text_output(resp.infer_response)
+                        if piece is not None:
+                            text.append(piece)
                             if not rec.chunk_times:
                                 deadline.reschedule(started + cfg.total_timeout)
                             rec.chunk_times.append(now)
@@ -127,9 +129,9 @@ class KServeGrpcClient:
         except asyncio.CancelledError:
             rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")  # type: ignore[assignment]
             call.cancel()
-            self._fill(rec, offsets)
+            self._fill(rec, offsets, text)
             raise
-        self._fill(rec, offsets)
+        self._fill(rec, offsets, text)
         return rec
 
     def _rpc_failure(self, exc: grpc.aio.AioRpcError, rec: RequestRecord) -> _Failure:
@@ -148,13 +150,26 @@ class KServeGrpcClient:
             return _Failure("timeout", reasons.TOTAL_TIMEOUT, detail)
         return _Failure("timeout", reasons.FIRST_TOKEN_TIMEOUT, f"no token within {cfg.first_token_timeout:g} s")
 
-    @staticmethod
-    def _fill(rec: RequestRecord, offsets: list[float] | None) -> None:
+    def _fill(self, rec: RequestRecord, offsets: list[float] | None, text: list[str]) -> None:
         rec.token_times = list(rec.chunk_times)
         rec.output_tokens = len(rec.token_times)
         if offsets is not None and len(offsets) == len(rec.token_times) and rec.token_times:
             # the server counts from the request's arrival; anchoring at submission keeps its gaps exact
             rec.server_token_times = [rec.submitted_at + off for off in offsets]
+        if self.config.count_text is not None:
+            rec.ref_output_tokens = self.config.count_text("".join(text))
+
+
+def _text_output(resp: pb.ModelInferResponse) -> str | None:
+    """The text of a response's `text_output` (typed contents, or Triton's raw length-prefixed BYTES), or None."""
+    for i, out in enumerate(resp.outputs):
+        if out.name != "text_output":
+            continue
+        if len(out.contents.bytes_contents):
+            return b"".join(out.contents.bytes_contents).decode("utf-8", "replace")
+        raw = resp.raw_output_contents[i] if i < len(resp.raw_output_contents) else b""
+        return raw[4 : 4 + int.from_bytes(raw[:4], "little")].decode("utf-8", "replace") if len(raw) >= 4 else ""
+    return None
 
 
 def _offsets(text: str) -> list[float] | None:

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ class PreparedRequest:
     input_tokens: int
     max_tokens: int
     request_class: str = ""
+    ref_input_tokens: int | None = None  # the prompt's exact length under the run's declared tokenizer
 
     def record(self, scheduled_at: float) -> RequestRecord:
         """An empty record for this request, to be filled by `OpenAIClient.send`."""
@@ -49,6 +51,7 @@ class PreparedRequest:
             input_tokens=self.input_tokens,
             max_tokens=self.max_tokens,
             scheduled_at=scheduled_at,
+            ref_input_tokens=self.ref_input_tokens,
         )
 
 
@@ -64,6 +67,8 @@ class ClientConfig:
     ignore_eos: bool = True
     temperature: float = 0.0
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # counts a reply's whole text under the run's declared tokenizer when its stream ends (ref_output_tokens)
+    count_text: Callable[[str], int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def endpoint(self) -> str:
@@ -287,6 +292,8 @@ class OpenAIClient:
             rec.input_tokens = stream.usage_prompt
         if stream.server_offsets is not None and len(stream.server_offsets) == received:
             rec.server_token_times = [anchor + off for off in stream.server_offsets]
+        if self.config.count_text is not None:
+            rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 
 
 async def _error_detail(resp: aiohttp.ClientResponse) -> str:

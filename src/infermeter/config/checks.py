@@ -272,11 +272,11 @@ def capacity_slo_text(text: str) -> Any:
 
 
 def tokenizer_text(text: str) -> str:
-    from infermeter.workload.tokenizers import TIKTOKEN_SHA256
+    from infermeter.tokenizers import TIKTOKEN_SHA256
 
     if text in TIKTOKEN_SHA256:
         return text
-    from infermeter.workload.tokenizers import resolve_tokenizer
+    from infermeter.tokenizers import resolve_tokenizer
 
     path = Path(text)
     if path.suffix.lower() not in (".json", ".gguf"):

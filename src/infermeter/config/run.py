@@ -76,7 +76,9 @@ class Workload(Section):
     tokenizer: Annotated[
         str | None,
         Flag(
-            "exact-length prompts: cl100k_base, o200k_base, tokenizer.json or .gguf (chat template with --api chat)",
+            "the tokenizer prompts are built to exact length with and reference counts are taken with: cl100k_base, "
+            "o200k_base (shipped references, the IETF draft's option B), a tokenizer.json or .gguf (the model's own, "
+            "option A; its chat template with --api chat); default: the one the server declares, else cl100k_base",
             checks.TOKENIZER,
         ),
     ] = None

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from infermeter.config_files import load_model
 from infermeter.emulator.faults import Fault, check_shares
 from infermeter.engine.config import EngineConfig
+from infermeter.errors import UserError
+from infermeter.tokenizers import REFERENCE, check_spec
 
 
 class EmulatorConfig(BaseModel):
@@ -26,6 +28,19 @@ class EmulatorConfig(BaseModel):
     )
     api_key: str | None = Field(default=None, description="when set, requests must carry it (else HTTP 401)")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    tokenizer: str = Field(
+        default=REFERENCE,
+        description="counts prompt tokens (ChatML for chat with a tiktoken encoding): cl100k_base, o200k_base, a "
+        "tokenizer.json or a .gguf; declared in /v1/models",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, spec: str) -> str:
+        try:
+            return check_spec(spec)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("faults")
     @classmethod

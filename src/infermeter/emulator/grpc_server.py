@@ -1,7 +1,8 @@
 """The emulator's KServe v2 / Triton gRPC front end: ModelStreamInfer over the same engine as the HTTP server.
 
 A request carries its prompt as the BYTES input `text_input` and its length limit the way Triton's vLLM backend
-takes it (`sampling_parameters`, a JSON string with max_tokens) or as a request parameter / INT input `max_tokens`.
+takes it (`sampling_parameters`, a JSON string with max_tokens) or as a request parameter / INT input `max_tokens`;
+the prompt is counted with the emulator's tokenizer as it is (no chat template, as Triton's vLLM backend takes it).
 Each generated token is one ModelStreamInferResponse with a BYTES output `text_output`; the last one carries the
 parameter `triton_final_response` = true and, as `infermeter_server_token_times`, the server's emission time of
 each token (seconds after the request arrived, a JSON list), as the HTTP front end's final event does.
@@ -24,8 +25,9 @@ import grpc
 import orjson
 
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import Handle, RealClockEngine, prompt_words, reply_word
+from infermeter.emulator.engine_loop import Handle, RealClockEngine
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
+from infermeter.emulator.tokenizer import EmulatorTokenizer
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
 
@@ -88,10 +90,11 @@ class Emulator(Protocol):
     config: EmulatorConfig
     engine: RealClockEngine | None
     faults: FaultPlan
+    tokenizer: EmulatorTokenizer
 
     def too_long(self, prompt: int, max_tokens: int) -> str | None: ...
 
-    async def admit(self, words: list[str], max_tokens: int, priority: int = 0) -> Handle | str: ...
+    async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0) -> Handle | str: ...
 
     def account(self, times: list[float], received: float) -> None: ...
 
@@ -126,11 +129,11 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset (injected fault)")
         try:
             prompt, max_tokens = parse_request(req)
-            words = prompt_words(prompt)
-            too_long = emu.too_long(len(words), max_tokens)
+            tokens = emu.tokenizer.completion(prompt)
+            too_long = emu.too_long(len(tokens), max_tokens)
             if too_long is not None:
                 raise RequestError(too_long)
-            handle = await emu.admit(words, max_tokens)
+            handle = await emu.admit(tokens, max_tokens)
             if isinstance(handle, str):
                 raise RequestError(handle)
         except RequestError as exc:
@@ -158,7 +161,7 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
                     name="text_output",
                     datatype="BYTES",
                     shape=[1],
-                    contents=pb.InferTensorContents(bytes_contents=[reply_word(len(times) - 1).encode()]),
+                    contents=pb.InferTensorContents(bytes_contents=[emu.tokenizer.reply(len(times) - 1).encode()]),
                 )
                 yield pb.ModelStreamInferResponse(
                     infer_response=pb.ModelInferResponse(model_name=model, id=req.id, outputs=[out])

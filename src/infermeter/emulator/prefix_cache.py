@@ -1,4 +1,4 @@
-"""Automatic prefix caching by chained block hashes (vLLM's scheme), over the emulator's word tokens."""
+"""Automatic prefix caching by chained block hashes (vLLM's scheme), over the prompt's token ids."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ class PrefixCache:
         self.queries = 0  # tokens looked up
         self.hits = 0  # tokens found
 
-    def _hashes(self, tokens: list[str]) -> list[int]:
+    def _hashes(self, tokens: list[int]) -> list[int]:
         out, h = [], 0
         for i in range(len(tokens) // self.block_size):
             h = hash((h, tuple(tokens[i * self.block_size : (i + 1) * self.block_size])))
             out.append(h)
         return out
 
-    def lookup_and_insert(self, tokens: list[str]) -> int:
+    def lookup_and_insert(self, tokens: list[int]) -> int:
         """Cached leading tokens of this prompt (at most len - 1: the last token is always computed); then the
         prompt's blocks become the most recently used."""
         hashes = self._hashes(tokens)

@@ -1,5 +1,6 @@
 """OpenAI-compatible HTTP server over the real-clock engine: /v1/completions, /v1/chat/completions, /v1/models,
-/health, /tokenize and a Prometheus /metrics with vLLM's metric names.
+/health, /tokenize and a Prometheus /metrics with vLLM's metric names.  Prompts are counted with the tokenizer the
+configuration names (cl100k_base unless told otherwise; chat under its template), which /v1/models declares.
 
 Every emitted token is one SSE event.  The final event carries usage and, under "infermeter", the server's own
 emission time of each token as seconds after the request arrived (infermeter's ITL option C).  Configured faults
@@ -25,10 +26,11 @@ from prometheus_client.core import GaugeMetricFamily
 
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import Handle, RealClockEngine, count_chat, prompt_words, reply_word
+from infermeter.emulator.engine_loop import Handle, RealClockEngine
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.prefix_cache import PrefixCache
 from infermeter.emulator.process import ANNOUNCE, GRPC_ANNOUNCE
+from infermeter.emulator.tokenizer import EmulatorTokenizer
 from infermeter.process_limits import raise_open_files_limit
 
 LATENCY_BUCKETS = (
@@ -78,6 +80,7 @@ class Emulator:
 
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config
+        self.tokenizer = EmulatorTokenizer(config.tokenizer)
         self.engine: RealClockEngine | None = None
         self.cache = (
             PrefixCache(config.engine.capacity() // config.engine.block_size, config.engine.block_size)
@@ -98,7 +101,7 @@ class Emulator:
         self.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token.")
         self.itl = histogram("vllm:inter_token_latency_seconds", "Inter-token latency.")
         self.e2e = histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
+        self.prefill_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
         self.requests_ok = counter("vllm:request_success", "Finished requests.")
         self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix-cache tokens queried.")
@@ -156,6 +159,7 @@ class Emulator:
                     "owned_by": "infermeter",
                     "max_model_len": self.config.max_model_len,
                     "infermeter_version": __version__,
+                    **self.tokenizer.declaration(),
                 }
             ],
         }
@@ -170,27 +174,38 @@ class Emulator:
         return web.Response(body=generate_latest(self.registry), content_type="text/plain", charset="utf-8")
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's /tokenize: the prompt's (or the chat messages') tokens under the emulator's tokenizer."""
         body = await self._json(request)
-        words = count_chat(body["messages"]) if "messages" in body else prompt_words(str(body.get("prompt", "")))
-        return web.json_response(
-            {"count": len(words), "max_model_len": self.config.max_model_len, "tokens": list(range(len(words)))}
-        )
+        tokens = self._chat_tokens(body) if "messages" in body else self._prompt_tokens(body)
+        return web.json_response({"count": len(tokens), "max_model_len": self.config.max_model_len, "tokens": tokens})
 
     # ----- generation
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
-        prompt = body.get("prompt", "")
-        if isinstance(prompt, list):
-            prompt = prompt[0] if prompt and isinstance(prompt[0], str) else " ".join(map(str, prompt))
-        return await self._generate(request, body, prompt_words(str(prompt)), chat=False)
+        return await self._generate(request, body, self._prompt_tokens(body), chat=False)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
+        return await self._generate(request, body, self._chat_tokens(body), chat=True)
+
+    def _prompt_tokens(self, body: dict[str, Any]) -> list[int]:
+        """A completions prompt's tokens: text, or a list holding one text (pre-tokenized ids are taken as is)."""
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list):
+            if prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+                return list(prompt)
+            prompt = prompt[0] if prompt and isinstance(prompt[0], str) else ""
+        return self.tokenizer.completion(str(prompt))
+
+    def _chat_tokens(self, body: dict[str, Any]) -> list[int]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _bad_request("'messages' must be a non-empty list")
-        return await self._generate(request, body, count_chat(messages), chat=True)
+        try:
+            return self.tokenizer.chat(messages)
+        except ValueError as exc:
+            raise _bad_request(str(exc)) from None
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
         try:
@@ -202,7 +217,7 @@ class Emulator:
         return body
 
     async def _generate(
-        self, request: web.Request, body: dict[str, Any], words: list[str], chat: bool
+        self, request: web.Request, body: dict[str, Any], tokens: list[int], chat: bool
     ) -> web.StreamResponse:
         assert self.engine is not None
         received = time.perf_counter()
@@ -215,7 +230,7 @@ class Emulator:
         priority = body.get("priority", 0)  # vLLM's request priority: lower is served first
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise _bad_request("priority must be an integer (lower is served first)")
-        too_long = self.too_long(len(words), max_tokens)
+        too_long = self.too_long(len(tokens), max_tokens)
         if too_long is not None:
             raise _bad_request(too_long)
         fault = self.faults.draw()
@@ -225,13 +240,13 @@ class Emulator:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)  # never reaches the client: the connection is gone
-        handle = await self.admit(words, max_tokens, priority)
+        handle = await self.admit(tokens, max_tokens, priority)
         if isinstance(handle, str):
             raise _bad_request(handle)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         if not body.get("stream", False):
-            return await self._whole(handle, rid, chat, len(words), received)
-        return await self._stream(request, body, handle, rid, chat, len(words), received, fault)
+            return await self._whole(handle, rid, chat, len(tokens), received)
+        return await self._stream(request, body, handle, rid, chat, len(tokens), received, fault)
 
     def too_long(self, prompt: int, max_tokens: int) -> str | None:
         """Why a request exceeds the model's context, or None."""
@@ -240,19 +255,19 @@ class Emulator:
             return f"prompt ({prompt}) + max_tokens ({max_tokens}) exceeds max_model_len {limit}"
         return None
 
-    async def admit(self, words: list[str], max_tokens: int, priority: int = 0) -> Handle | str:
+    async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0) -> Handle | str:
         """Prefix-cache lookup, the input guardrail, then the engine: a handle, or why the engine refuses it.
         Shared by the HTTP and gRPC front ends."""
         assert self.engine is not None
-        cached = self.cache.lookup_and_insert(words) if self.cache is not None else 0
+        cached = self.cache.lookup_and_insert(tokens) if self.cache is not None else 0
         if self.cache is not None:
-            self.prefix_queries.inc(len(words))
+            self.prefix_queries.inc(len(tokens))
             self.prefix_hits.inc(cached)
         if self.config.input_filter_ms:
             await asyncio.sleep(self.config.input_filter_ms / 1000)
-        handle = self.engine.submit(len(words), max_tokens, cached, priority=priority)
+        handle = self.engine.submit(len(tokens), max_tokens, cached, priority=priority)
         if not isinstance(handle, str):
-            self.prompt_tokens.inc(len(words) - cached)
+            self.prefill_tokens.inc(len(tokens) - cached)
         return handle
 
     async def _whole(self, handle: Handle, rid: str, chat: bool, prompt: int, received: float) -> web.Response:
@@ -261,7 +276,7 @@ class Emulator:
         while (t := await handle.queue.get()) is not None:
             times.append(t)
         self.account(times, received)
-        text = "".join(reply_word(i) for i in range(len(times)))
+        text = "".join(self.tokenizer.reply(i) for i in range(len(times)))
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
         return web.json_response(
@@ -312,7 +327,7 @@ class Emulator:
                     wait = t + delay - time.perf_counter()
                     if wait > 0:
                         await asyncio.sleep(wait)
-                piece = reply_word(k)
+                piece = self.tokenizer.reply(k)
                 choice: dict[str, Any] = {"index": 0, "finish_reason": None}
                 choice.update({"delta": {"content": piece}} if chat else {"text": piece})
                 await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})

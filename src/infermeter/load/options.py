@@ -40,7 +40,9 @@ class RunOptions:
     sut: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     deadlines: str | None = None
-    tokenizer: str | None = None  # exact-length prompts under this tokenizer (and its chat template for chat)
+    # prompts are built to exact length under this tokenizer (after its chat template for chat) and reference counts
+    # taken with it; None: the tokenizer the server declares, else the shipped cl100k_base (load/counting.py)
+    tokenizer: str | None = None
     scrape_interval: float = 1.0  # server /metrics; 0 turns scraping off
     metrics_url: str | None = None  # where /metrics is served, when not at `url` (a gRPC target)
     telemetry_interval: float = 1.0  # host telemetry; 0 turns it off

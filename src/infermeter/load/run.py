@@ -9,6 +9,7 @@ import numpy as np
 from infermeter.client.backend import Backend, open_backend
 from infermeter.client.openai_sse import ClientConfig
 from infermeter.errors import UserError
+from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.monitors import start_monitors, stop_monitors
 from infermeter.load.options import RunOptions, RunResult
@@ -36,7 +37,6 @@ from infermeter.run_info import Load, Sut, Warmup, WorkloadDeclaration
 from infermeter.secrets import redact_url
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
-from infermeter.workload.tokenizers import resolve_tokenizer
 
 
 def choose_itl_option(cols: RecordColumns) -> ItlOption:
@@ -66,10 +66,6 @@ async def benchmark(opts: RunOptions) -> RunResult:
         duration=opts.duration,
         barrier=opts.barrier,
     )
-    prompter = None
-    if opts.tokenizer:
-        tok = resolve_tokenizer(opts.tokenizer)
-        prompter = ExactPrompter(tok, chat=opts.api == "chat", seed=opts.seed)
     cfg = ClientConfig(
         opts.url,
         opts.api,
@@ -87,15 +83,30 @@ async def benchmark(opts: RunOptions) -> RunResult:
         if opts.backend != "openai":
             raise UserError(f"--backend {opts.backend} cannot list the server's models: give --model")
         cfg.model = await discover_model(cfg)
+    counting = await _counting(opts, cfg)
+    prompter = ExactPrompter(counting.tokenizer, chat=opts.api == "chat", seed=opts.seed)
+    cfg.count_text = counting.count_text
     client = open_backend(opts.backend, cfg, clock)
     stopper = Stopper()
     try:
         info = _run_info(opts, cfg, client, declaration, pattern, n)
+        curve = parse_deadlines(opts.deadlines).curve if opts.deadlines else None
+        if curve is not None and (why := curve_mismatch(curve, counting)):
+            info.notes.append(why)
         claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
         with stopper.installed():
-            return await _measure(opts, clock, client, reqs, n, pattern, prompter, info, stopper)
+            return await _measure(opts, clock, client, reqs, n, pattern, counting, prompter, info, stopper)
     finally:
         await client.close()
+
+
+async def _counting(opts: RunOptions, cfg: ClientConfig) -> TokenCounting:
+    """The run's tokenizer and counting option, from --tokenizer and what the server declares about its own."""
+    declared = opts.sut.get("tokenizer")  # the embedded emulator's
+    if declared is None:
+        http = opts.url if opts.backend == "openai" else opts.metrics_url
+        declared = await declared_tokenizer(http, cfg.model, cfg.headers())
+    return choose_counting(opts.tokenizer, declared)
 
 
 def _run_info(
@@ -134,7 +145,8 @@ async def _measure(
     reqs: Requests,
     n: int,
     pattern: LoadPattern,
-    prompter: ExactPrompter | None,
+    counting: TokenCounting,
+    prompter: ExactPrompter,
     info: RunInfo,
     stopper: Stopper,
 ) -> RunResult:
@@ -149,10 +161,10 @@ async def _measure(
         async with LiveDisplay(warm_stats, 0, opts.progress, "warm-up"):
             warm = await warm_up(client, opts, pattern, warm_stats, prompter, stopper.stop, stopper.hard_stop)
     info.warmup = warm
-    info.tokenizer = tokenizer_block(prompter, client.counting)
+    info.tokenizer = tokenizer_block(counting, prompter, client.counting)
     info.started_at_clock = clock.now()
     requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
-    if prompter is not None and not stopper.stop.is_set():
+    if not stopper.stop.is_set():
         if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
             requests_in = list(requests_in)
         sample = (
@@ -160,7 +172,7 @@ async def _measure(
             if isinstance(requests_in, list)
             else list(prepared(reqs.head(16), opts.seed, prompter=prompter))
         )
-        info.prompt_verification = await verify_prompts(client, prompter, sample)
+        info.prompt_verification = await verify_prompts(client, prompter, sample, counting.method)
     writer = RunWriter(opts.out, info, on_failure=lambda reason: stopper.terminate(reason), claimed=True)
     stats = LiveStats()
     scraper, sampler = await start_monitors(opts, clock, info)
@@ -180,7 +192,7 @@ async def _measure(
         )
     await client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
     table = writer.close()
-    cols = RecordColumns.from_table(table)
+    cols = RecordColumns.from_table(table, counting.method)
     scraped, energy = await stop_monitors(opts, scraper, sampler, cols, info)
     info.itl_option = choose_itl_option(cols)
     if writer.failure is not None:

@@ -20,7 +20,7 @@ from infermeter.records import RequestRecord
 from infermeter.run_info import Warmup
 from infermeter.secrets import redact_url
 from infermeter.workload import ids
-from infermeter.workload.prompts import ExactPrompter, build_prompt
+from infermeter.workload.prompts import ExactPrompter
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
@@ -45,10 +45,13 @@ async def discover_model(config: ClientConfig) -> str:
         raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
 
 
-async def probe(client: Backend, n: int) -> float | None:
+async def probe(client: Backend, n: int, prompter: ExactPrompter) -> float | None:
+    """One isolated request's end-to-end time (draft 4.5.2's stability probe)."""
     rid = ids.request_id(ids.PROBE, n)
+    length = prompter.overhead + PROBE_INPUT  # a chat template's own tokens on top
+    prompt = prompter.build(length, rid)
     rec = await client.send(
-        PreparedRequest(rid, build_prompt(rid, PROBE_INPUT), PROBE_INPUT, PROBE_OUTPUT), client.clock.now()
+        PreparedRequest(rid, prompt, length, PROBE_OUTPUT, ref_input_tokens=length), client.clock.now()
     )
     if rec.status != "ok" or not rec.token_times:
         return None
@@ -60,7 +63,7 @@ async def warm_up(
     opts: RunOptions,
     pattern: LoadPattern,
     stats: LiveStats,
-    prompter: ExactPrompter | None = None,
+    prompter: ExactPrompter,
     stop: asyncio.Event | None = None,
     hard_stop: asyncio.Event | None = None,
 ) -> Warmup:
@@ -68,7 +71,7 @@ async def warm_up(
     stable.  Nothing of it reaches the records.  A stop ends it early (its block says so)."""
     stop = stop or asyncio.Event()
     t0 = time.perf_counter()
-    before = await probe(client, 0)
+    before = await probe(client, 0, prompter)
     if opts.warmup == -1:
         n = WARMUP_MIN_REQUESTS
         reqs, _ = workload_for(opts, n, opts.seed + 1)
@@ -92,7 +95,7 @@ async def warm_up(
     for k in range(1, 11):
         if stop.is_set():
             break
-        p = await probe(client, k)
+        p = await probe(client, k, prompter)
         if p is not None:
             probes.append(p)
         last = probes[-3:]

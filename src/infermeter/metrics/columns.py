@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from infermeter.records import SCHEMA, RequestRecord, records_to_table
+from infermeter.run_info import Tokenizer
+
+Counting = Literal["A", "B"]  # the IETF draft's token counting options: A native (the server's), B reference
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,19 @@ def segment_max(values: np.ndarray, offsets: np.ndarray, fill: float = np.nan) -
     return out
 
 
+def counting_of(tokenizer: Tokenizer) -> Counting:
+    """The counting option a run's run.json declares (runs that declare none counted the server's usage: A)."""
+    return "B" if tokenizer.counting_method == "B" else "A"
+
+
 @dataclass(frozen=True)
 class RecordColumns:
-    """All record fields as arrays; `ok` marks requests with status "ok"."""
+    """All record fields as arrays; `ok` marks requests with status "ok".
+
+    `input_tokens` / `output_tokens` are the counts the metrics use, by `counting`: the records' server-reported
+    counts (option A), or their counts under the run's reference tokenizer (option B), the server's where a record
+    has none (older runs, simulated ones).  Both are kept: `server_*` and `ref_*` (-1 where there is none).
+    """
 
     request_id: np.ndarray
     request_class: np.ndarray  # object array of str
@@ -107,6 +122,11 @@ class RecordColumns:
     has_server: np.ndarray
     status: np.ndarray  # object array of str
     error: np.ndarray
+    server_input_tokens: np.ndarray
+    server_output_tokens: np.ndarray
+    ref_input_tokens: np.ndarray
+    ref_output_tokens: np.ndarray
+    counting: Counting = "B"
 
     @property
     def n(self) -> int:
@@ -117,7 +137,8 @@ class RecordColumns:
         return self.status == "ok"
 
     @classmethod
-    def from_table(cls, table: pa.Table) -> RecordColumns:
+    def from_table(cls, table: pa.Table, counting: Counting = "B") -> RecordColumns:
+        """Columns whose token counts follow `counting` (a run's: `counting_of(info.tokenizer)`)."""
         t = table.select(SCHEMA.names)
 
         def num(name: str, dtype: type) -> np.ndarray:
@@ -133,11 +154,17 @@ class RecordColumns:
             )
 
         server_col = t.column("server_token_times").combine_chunks()
+        ref_in, ref_out = t.column("ref_input_tokens"), t.column("ref_output_tokens")
+        if counting == "B":
+            used_in = pc.coalesce(ref_in, t.column("input_tokens")).to_numpy().astype(np.int64)
+            used_out = pc.coalesce(ref_out, t.column("output_tokens")).to_numpy().astype(np.int64)
+        else:  # never null: the server's usage, else what the client knew (the built length, the streamed events)
+            used_in, used_out = num("input_tokens", np.int64), num("output_tokens", np.int64)
         return cls(
             request_id=num("request_id", np.int64),
             request_class=strings("request_class"),
-            input_tokens=num("input_tokens", np.int64),
-            output_tokens=num("output_tokens", np.int64),
+            input_tokens=used_in,
+            output_tokens=used_out,
             max_tokens=num("max_tokens", np.int64),
             scheduled_at=num("scheduled_at", np.float64),
             submitted_at=num("submitted_at", np.float64),
@@ -148,8 +175,13 @@ class RecordColumns:
             has_server=server_col.is_valid().to_numpy(zero_copy_only=False),
             status=strings("status"),
             error=strings("error"),
+            server_input_tokens=num("input_tokens", np.int64),
+            server_output_tokens=num("output_tokens", np.int64),
+            ref_input_tokens=ref_in.fill_null(-1).to_numpy().astype(np.int64),
+            ref_output_tokens=ref_out.fill_null(-1).to_numpy().astype(np.int64),
+            counting=counting,
         )
 
     @classmethod
-    def from_records(cls, records: list[RequestRecord]) -> RecordColumns:
-        return cls.from_table(records_to_table(records))
+    def from_records(cls, records: list[RequestRecord], counting: Counting = "B") -> RecordColumns:
+        return cls.from_table(records_to_table(records), counting)

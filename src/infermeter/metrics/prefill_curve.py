@@ -18,7 +18,12 @@ from infermeter.errors import UserError
 
 @dataclass(frozen=True)
 class PrefillCurve:
-    """TTFT(P) = a + b P + c P^2 seconds, from isolated requests' minimum TTFT per prompt length."""
+    """TTFT(P) = a + b P + c P^2 seconds, from isolated requests' minimum TTFT per prompt length.
+
+    P is the prompt's token count as a run's metrics count it: `counting_method` is the IETF draft's option (A:
+    the server's usage counts, B: counts under the reference `tokenizer`), so deadlines evaluated on a run's
+    counts are evaluated on the count the curve was fitted on.  Empty in curves saved before it was recorded.
+    """
 
     a: float
     b: float
@@ -27,6 +32,8 @@ class PrefillCurve:
     lengths: list[int] = field(default_factory=list)
     min_ttft_s: list[float] = field(default_factory=list)
     source: str = ""
+    counting_method: str = ""
+    tokenizer: str = ""
 
     def predict(self, prompt_tokens: np.ndarray | float) -> np.ndarray:
         p = np.asarray(prompt_tokens, dtype=float)
@@ -56,7 +63,9 @@ class PrefillCurve:
         return curve
 
 
-def fit_quadratic(lengths: np.ndarray, ttft_s: np.ndarray, source: str = "") -> PrefillCurve:
+def fit_quadratic(
+    lengths: np.ndarray, ttft_s: np.ndarray, source: str = "", counting_method: str = "", tokenizer: str = ""
+) -> PrefillCurve:
     x = np.asarray(lengths, dtype=float)
     y = np.asarray(ttft_s, dtype=float)
     if len(np.unique(x)) < 3:
@@ -67,5 +76,13 @@ def fit_quadratic(lengths: np.ndarray, ttft_s: np.ndarray, source: str = "") -> 
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss_tot if ss_tot > 0 else 1.0
     return PrefillCurve(
-        float(coef[0]), float(coef[1]), float(coef[2]), r2, [int(v) for v in x], [float(v) for v in y], source
+        float(coef[0]),
+        float(coef[1]),
+        float(coef[2]),
+        r2,
+        [int(v) for v in x],
+        [float(v) for v in y],
+        source,
+        counting_method,
+        tokenizer,
     )

@@ -7,7 +7,7 @@ from infermeter.metrics.statistics import PERCENTILES
 from infermeter.metrics.summary_model import Summary
 from infermeter.records import RunInfo, failure_reason
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
-from infermeter.run_info import Warmup
+from infermeter.run_info import Tokenizer, Warmup
 
 TTFT_BOUND_MS = 500.0  # C.1 "Throughput at P99 TTFT < 500ms"
 ITL_OPTION_NAMES = {
@@ -82,6 +82,15 @@ def throughput_table(summary: Summary) -> str:
     return grid(["Metric", "Value"], rows, "Throughput and goodput")
 
 
+def _counting_text(block: Tokenizer) -> str:
+    """Which token counts the metrics use (the IETF draft's option A or B), as run.json declares it."""
+    method = block.counting_method
+    if method not in ("A", "B"):
+        return "Tokens counted as the server reports them (no counting method declared)"
+    kind = block.counting_method_text or ("native tokenizer" if method == "A" else "reference tokenizer")
+    return f"Tokens counted with option {method}, {kind}: {block.name or 'not declared'}"
+
+
 def minimum_report(summary: Summary, info: RunInfo) -> str:
     """Appendix C.1, filled from run.json and the summary."""
     sut, load = info.sut, info.load
@@ -94,7 +103,7 @@ def minimum_report(summary: Summary, info: RunInfo) -> str:
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}"]
+    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}", _counting_text(info.tokenizer)]
     notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
     failed = summary.requests.failures_by_reason
     if failed:

@@ -54,6 +54,8 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
         "server_token_times": pa.nulls(n, pa.list_(pa.float64())),
         "status": pa.array(status.astype(str)),
         "error": pa.array(error.astype(str)),
+        "ref_input_tokens": pa.nulls(n, pa.int32()),  # no text, no tokenizer: the workload's counts are the counts
+        "ref_output_tokens": pa.nulls(n, pa.int32()),
     }
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
@@ -159,7 +161,7 @@ def write_sim_run(
     table = records_table(out, mode)
     with RunWriter(run_dir, info) as writer:
         writer.extend(table)
-    cols = RecordColumns.from_table(table)
+    cols = RecordColumns.from_table(table, "A")
     full = mode == "full"
     summary = summarize(cols, "B", slo, parse_deadlines(deadlines) if deadlines and full else None)
     if mode == "endpoints":

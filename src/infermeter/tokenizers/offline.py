@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from infermeter.errors import UserError
-from infermeter.workload.tokenizers_backed import TokenizersBacked
+from infermeter.tokenizers.backed import TokenizersBacked
 
 # tiktoken_ext/openai_public.py: the expected_hash of each encoding file
 TIKTOKEN_SHA256 = {
@@ -40,7 +40,7 @@ class Tokenizer(Protocol):
 
 
 def _load_ranks(name: str) -> dict[bytes, int]:
-    data_file = resources.files("infermeter.workload") / "tokenizer_data" / f"{name}.tiktoken.gz"
+    data_file = resources.files("infermeter.tokenizers") / "data" / f"{name}.tiktoken.gz"
     raw = gzip.decompress(data_file.read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != TIKTOKEN_SHA256[name]:
@@ -122,6 +122,20 @@ class HFTokenizer(TokenizersBacked):
         return f"Hugging Face tokenizer.json at {self.path}"
 
 
+def check_spec(spec: str) -> str:
+    """`spec` when `resolve_tokenizer` can load it, checked without loading it (configuration validation)."""
+    if spec in TIKTOKEN_SHA256:
+        return spec
+    path = Path(spec)
+    if path.suffix in (".gguf", ".json") or path.name == "tokenizer.json":
+        if not path.is_file():
+            raise UserError(f"tokenizer file {path} does not exist (nothing is downloaded): give a local path")
+        return spec
+    raise UserError(
+        f"unknown tokenizer '{spec}': use cl100k_base, o200k_base, a path to tokenizer.json, or a path to a .gguf"
+    )
+
+
 def resolve_tokenizer(spec: str) -> Tokenizer:
     """'cl100k_base', 'o200k_base', a tokenizer.json path, or a .gguf model path; a clear error otherwise."""
     if spec in TIKTOKEN_SHA256:
@@ -130,7 +144,7 @@ def resolve_tokenizer(spec: str) -> Tokenizer:
     if path.suffix == ".gguf" or spec.endswith(".gguf"):
         if not path.is_file():
             raise UserError(f"GGUF file {path} does not exist: give the path of a model file")
-        from infermeter.workload.gguf_vocab import GGUFTokenizer
+        from infermeter.tokenizers.gguf_vocab import GGUFTokenizer
 
         try:
             return GGUFTokenizer(path)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
-from infermeter.workload.tokenizers_backed import TokenizersBacked
+from infermeter.tokenizers.backed import TokenizersBacked
 
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
