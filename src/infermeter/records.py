@@ -83,6 +83,10 @@ class RequestRecord:
     server_token_times: list[float] | None = None
     status: Status = "ok"
     error: str = ""
+    # what the server reported about this request's own timing; None where it did not say
+    cached_tokens: int | None = None  # prompt tokens it served from its prefix cache
+    server_prefill_s: float | None = None  # its time processing the prompt (the uncached part)
+    server_decode_s: float | None = None  # its time generating the output tokens
 
 
 SCHEMA = pa.schema(
@@ -100,12 +104,15 @@ SCHEMA = pa.schema(
         ("server_token_times", pa.list_(pa.float64())),
         ("status", pa.string()),
         ("error", pa.string()),
+        ("cached_tokens", pa.int32()),
+        ("server_prefill_s", pa.float64()),
+        ("server_decode_s", pa.float64()),
     ]
 )
 
 
 # Nullable record fields added after the first schema: records written before them read back with nulls.
-LATER_FIELDS: tuple[str, ...] = ()
+LATER_FIELDS: tuple[str, ...] = ("cached_tokens", "server_prefill_s", "server_decode_s")
 
 
 def records_to_table(records: list[RequestRecord]) -> pa.Table:

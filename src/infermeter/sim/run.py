@@ -13,7 +13,7 @@ from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
-from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
+from infermeter.records import LATER_FIELDS, SCHEMA, RunInfo, RunWriter, write_summary
 from infermeter.sim.simulator import SimOutcome
 from infermeter.units import MS_PER_S
 
@@ -52,6 +52,7 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
         "server_token_times": pa.nulls(n, pa.list_(pa.float64())),
         "status": pa.array(status.astype(str)),
         "error": pa.array(error.astype(str)),
+        **{name: pa.nulls(n, SCHEMA.field(name).type) for name in LATER_FIELDS},
     }
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
