@@ -12,6 +12,7 @@ from infermeter.metrics.columns import RecordColumns
 from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
+from infermeter.metrics.server_timing import server_timing
 from infermeter.metrics.statistics import stats
 from infermeter.metrics.throughput import measurement_window, throughput
 from infermeter.records import STATUSES, failure_reason
@@ -71,6 +72,8 @@ def summarize(
         "output_tokens": stats(np.where(ok, cols.output_tokens, np.nan)),
         "input_tokens": stats(np.where(ok, cols.input_tokens, np.nan)),
     }
+    if (reported := server_timing(cols)) is not None:
+        summary["server_timing"] = reported.as_dict()
     return summary
 
 
