@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,6 +24,7 @@ from infermeter.records import (
     read_run_info,
     table_to_records,
     write_records,
+    write_run_info,
 )
 
 
@@ -61,6 +63,18 @@ def test_records_written_before_the_server_reported_fields_read_back_with_nulls(
     back = table_to_records(table)
     assert {(r.cached_tokens, r.server_prefill_s, r.server_decode_s) for r in back} == {(None, None, None)}
     assert back[0].server_token_times is not None  # the fields it had are still read
+
+
+def test_an_unfinished_run_journaled_before_the_server_reported_fields_reads_back_with_nulls(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_run_info(run, RunInfo(kind="test"))  # and a journal as an earlier version wrote it, never sealed
+    older = pa.schema([f for f in SCHEMA if f.name not in LATER_FIELDS])
+    with pa.OSFile(str(run / JOURNAL), "wb") as sink, pa.ipc.new_stream(sink, older) as stream:
+        stream.write_table(pa.Table.from_pylist([{"request_id": 7, "input_tokens": 64}], schema=older))
+    table = read_records(run)
+    assert table.schema == SCHEMA and table.column("request_id").to_pylist() == [7]
+    assert [table.column(name).null_count for name in LATER_FIELDS] == [1] * len(LATER_FIELDS)
 
 
 def test_refuses_to_overwrite_a_run(tmp_path, records):

@@ -323,11 +323,14 @@ class RunWriter:
 
 
 def _read_journal(path: Path) -> pa.Table:
-    """Every complete batch of a journal, even one cut off mid-write by a killed process."""
+    """Every complete batch of a journal, even one cut off mid-write by a killed process (or written by a version
+    before some LATER_FIELDS)."""
     batches: list[pa.RecordBatch] = []
+    schema = SCHEMA
     try:
         with pa.OSFile(str(path), "rb") as src:
             reader = pa.ipc.open_stream(src)
+            schema = reader.schema
             while True:
                 try:
                     batches.append(reader.read_next_batch())
@@ -335,7 +338,7 @@ def _read_journal(path: Path) -> pa.Table:
                     break
     except (pa.ArrowException, OSError):
         pass  # a torn tail: keep the batches read before it
-    return pa.Table.from_batches(batches, schema=SCHEMA)
+    return _conformed(pa.Table.from_batches(batches, schema=schema)).select(SCHEMA.names)
 
 
 def write_run_info(run_dir: Path, info: RunInfo) -> None:
