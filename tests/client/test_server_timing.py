@@ -62,7 +62,14 @@ def test_vllm_usage_details_give_cached_tokens_and_nothing_else():
     assert extracted(UsageCachedTokens(), usage) == ServerTiming(cached_tokens=32)
     # vLLM leaves the details out when nothing was cached; a null or mangled count is no count
     assert extracted(UsageCachedTokens(), {"prompt_tokens": 40, "completion_tokens": 5}) == ServerTiming()
-    for details in (None, {"cached_tokens": None}, {"cached_tokens": 3.5}, {"cached_tokens": False}, [32]):
+    for details in (
+        None,
+        {"cached_tokens": None},
+        {"cached_tokens": 3.5},
+        {"cached_tokens": False},
+        {"cached_tokens": 2**40},
+        [32],
+    ):
         assert extracted(UsageCachedTokens(), {"prompt_tokens_details": details}) == ServerTiming()
     assert extracted(UsageCachedTokens(), {"prompt_tokens_details": {"cached_tokens": 0}}) == ServerTiming(
         cached_tokens=0

@@ -21,6 +21,8 @@ from typing import Final, Protocol
 
 from infermeter.units import S_PER_MS
 
+INT32_MAX = 2**31 - 1
+
 
 @dataclass(slots=True)
 class ServerTiming:
@@ -52,8 +54,8 @@ def _number(value: object) -> float | None:
 
 
 def _count(value: object) -> int | None:
-    """A non-negative JSON integer (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A JSON integer (not a bool) that fits the record's int32 column and is not negative, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX else None
 
 
 def _ms(value: object) -> float | None:
