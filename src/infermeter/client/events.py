@@ -64,6 +64,7 @@ class StreamDecoder:
         self.parser = SSEParser()
         self.state = StreamState()
         self._timing_readers = tuple((e.key, e.extract) for e in extractors)
+        self._timing_keys = frozenset(key for key, _ in self._timing_readers)
 
     def feed(self, data: bytes, now: float) -> bool:
         """Take the bytes of one read; True when the first content token arrived in them."""
@@ -104,10 +105,10 @@ class StreamDecoder:
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         state = self.state
-        for key, extract in self._timing_readers:
-            report = event.get(key)
-            if report is not None:
-                extract(report, state.server)
+        if not self._timing_keys.isdisjoint(event):  # one set test for the many events that carry no report
+            for key, extract in self._timing_readers:
+                if key in event:
+                    extract(event[key], state.server)
         usage = event.get("usage")
         delta_usage: int | None = None
         if isinstance(usage, dict):

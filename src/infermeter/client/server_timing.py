@@ -1,7 +1,7 @@
 """What servers report about their own timing in a stream's events, each report read by one small extractor.
 
-An extractor names the top-level event key that carries its report; the decoder looks that key up in every event
-and hands the value over only when it is there, so an event without any report costs one dict lookup per extractor.
+An extractor names the top-level event key that carries its report; the decoder hands it the value only in events
+that have the key, and an event without any of the keys costs one set test.
 Reports read today:
 
 - infermeter's emulator: `"infermeter": {"server_token_times": [...], "response_start": s, "cached_tokens": n}`;
