@@ -30,6 +30,7 @@ class ServerTimingSummary:
     prefix_cache_hit_share: float | None  # cached_tokens / input_tokens
 
     def as_dict(self) -> dict[str, Any]:
+        """The block as summary.json holds it."""
         return asdict(self)
 
 
