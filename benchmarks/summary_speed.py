@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from infermeter.metrics import RecordColumns, summarize
-from infermeter.records import SCHEMA, RunInfo, read_records, write_records
+from infermeter.records import LATER_FIELDS, SCHEMA, RunInfo, read_records, write_records
 
 
 def synthetic_table(n: int, tokens: int, seed: int = 0) -> pa.Table:
@@ -46,6 +46,7 @@ def synthetic_table(n: int, tokens: int, seed: int = 0) -> pa.Table:
         "server_token_times": server,
         "status": pa.array(np.where(rng.random(n) < 0.99, "ok", "error")),
         "error": pa.array(np.full(n, "", dtype=object)),
+        **{name: pa.nulls(n, SCHEMA.field(name).type) for name in LATER_FIELDS},
     }
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 

@@ -35,6 +35,34 @@ TIMED = [
     (0.130, " f", 1),
 ]
 ROOT = Path(__file__).resolve().parent.parent
+# the last event of a 5-token stream as llama-server (tools/server/server-task.cpp) and vLLM send it
+SERVER_TIMING_FINAL = {
+    "llamacpp": {
+        "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}],
+        "object": "text_completion",
+        "usage": {"completion_tokens": 5, "prompt_tokens": 16, "total_tokens": 21},
+        "timings": {
+            "cache_n": 12,
+            "prompt_n": 4,
+            "prompt_ms": 38.5,
+            "prompt_per_token_ms": 9.625,
+            "prompt_per_second": 103.896,
+            "predicted_n": 5,
+            "predicted_ms": 61.25,
+            "predicted_per_token_ms": 12.25,
+            "predicted_per_second": 81.633,
+        },
+    },
+    "vllmcached": {
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 40,
+            "completion_tokens": 5,
+            "total_tokens": 45,
+            "prompt_tokens_details": {"cached_tokens": 32},
+        },
+    },
+}
 
 
 class FakeServer:
@@ -136,6 +164,11 @@ class _Handler:
             offsets = [round(t - ref, 6) for t in stamps["before"]]
             extra = {"server_token_times": offsets, "response_start": round(start, 6)}
             await resp.write(b"data: " + orjson.dumps({"choices": [], "infermeter": extra}) + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+        elif mode in ("llamacpp", "vllmcached"):
+            for k in range(5):
+                await event(f" t{k}")
+            await resp.write(b"data: " + orjson.dumps(SERVER_TIMING_FINAL[mode]) + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
         elif mode == "reset":
             await event(" a")

@@ -1,10 +1,13 @@
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
@@ -12,6 +15,7 @@ from pydantic import ValidationError
 from infermeter.errors import UserError
 from infermeter.records import (
     JOURNAL,
+    LATER_FIELDS,
     RECORDS,
     SCHEMA,
     RequestRecord,
@@ -21,6 +25,7 @@ from infermeter.records import (
     read_run_info,
     table_to_records,
     write_records,
+    write_run_info,
 )
 from infermeter.run_info import (
     RUN_SCHEMA,
@@ -54,6 +59,40 @@ def test_round_trip_keeps_every_field(tmp_path, records):
     assert raw["started_at"].endswith("Z") and len(raw["started_at"]) == len("2026-01-01T00:00:00.000Z")
     assert not (tmp_path / "run" / JOURNAL).exists()
     assert pq.read_table(tmp_path / "run" / RECORDS).num_rows == 4
+
+
+def test_server_reported_fields_round_trip_and_null_stays_null(tmp_path, records):
+    records[1] = dataclasses.replace(records[1], cached_tokens=256, server_prefill_s=0.0385, server_decode_s=0.06125)
+    records[3] = dataclasses.replace(records[3], cached_tokens=0)
+    table = write_records(tmp_path / "run", RunInfo(kind="test"), records)
+    assert table.column("cached_tokens").to_pylist() == [None, 256, None, 0]
+    assert table.column("server_prefill_s").to_pylist() == [None, 0.0385, None, None]
+    assert table_to_records(table) == records
+
+
+def test_records_written_before_the_server_reported_fields_read_back_with_nulls():
+    """tests/fixtures/runs/v1-live was written by main 41f1c1f, before LATER_FIELDS existed."""
+    run = Path(__file__).parent / "fixtures" / "runs" / "v1-live"
+    assert not set(LATER_FIELDS) & set(pq.read_schema(run / RECORDS).names)
+    table = read_records(run)
+    assert table.schema == SCHEMA and table.num_rows == 12
+    for name in LATER_FIELDS:
+        assert table.column(name).null_count == 12, name
+    back = table_to_records(table)
+    assert {(r.cached_tokens, r.server_prefill_s, r.server_decode_s) for r in back} == {(None, None, None)}
+    assert back[0].server_token_times is not None  # the fields it had are still read
+
+
+def test_an_unfinished_run_journaled_before_the_server_reported_fields_reads_back_with_nulls(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_run_info(run, RunInfo(kind="test"))  # and a journal as an earlier version wrote it, never sealed
+    older = pa.schema([f for f in SCHEMA if f.name not in LATER_FIELDS])
+    with pa.OSFile(str(run / JOURNAL), "wb") as sink, pa.ipc.new_stream(sink, older) as stream:
+        stream.write_table(pa.Table.from_pylist([{"request_id": 7, "input_tokens": 64}], schema=older))
+    table = read_records(run)
+    assert table.schema == SCHEMA and table.column("request_id").to_pylist() == [7]
+    assert [table.column(name).null_count for name in LATER_FIELDS] == [1] * len(LATER_FIELDS)
 
 
 def test_refuses_to_overwrite_a_run(tmp_path, records):

@@ -82,6 +82,10 @@ class RequestRecord:
     error: str = ""
     ref_input_tokens: int | None = None  # the built prompt's length under run.json's declared tokenizer
     ref_output_tokens: int | None = None  # the received text's length under it
+    # what the server reported about this request's own timing; None where it did not say
+    cached_tokens: int | None = None  # prompt tokens it served from its prefix cache
+    server_prefill_s: float | None = None  # its time processing the prompt (the uncached part)
+    server_decode_s: float | None = None  # its time generating the output tokens
 
 
 SCHEMA = pa.schema(
@@ -101,12 +105,21 @@ SCHEMA = pa.schema(
         ("error", pa.string()),
         ("ref_input_tokens", pa.int32()),
         ("ref_output_tokens", pa.int32()),
+        ("cached_tokens", pa.int32()),
+        ("server_prefill_s", pa.float64()),
+        ("server_decode_s", pa.float64()),
     ]
 )
 
 
 # Nullable record fields added after the first schema: records written before them read back with nulls.
-LATER_FIELDS: tuple[str, ...] = ("ref_input_tokens", "ref_output_tokens")
+LATER_FIELDS: tuple[str, ...] = (
+    "ref_input_tokens",
+    "ref_output_tokens",
+    "cached_tokens",
+    "server_prefill_s",
+    "server_decode_s",
+)
 
 
 def records_to_table(records: list[RequestRecord]) -> pa.Table:
@@ -283,11 +296,14 @@ class RunWriter:
 
 
 def _read_journal(path: Path) -> pa.Table:
-    """Every complete batch of a journal, even one cut off mid-write by a killed process."""
+    """Every complete batch of a journal, even one cut off mid-write by a killed process (or written by a version
+    before some LATER_FIELDS)."""
     batches: list[pa.RecordBatch] = []
+    schema = SCHEMA
     try:
         with pa.OSFile(str(path), "rb") as src:
             reader = pa.ipc.open_stream(src)
+            schema = reader.schema
             while True:
                 try:
                     batches.append(reader.read_next_batch())
@@ -295,7 +311,7 @@ def _read_journal(path: Path) -> pa.Table:
                     break
     except (pa.ArrowException, OSError):
         pass  # a torn tail: keep the batches read before it
-    return pa.Table.from_batches(batches, schema=SCHEMA)
+    return _conformed(pa.Table.from_batches(batches, schema=schema)).select(SCHEMA.names)
 
 
 def write_run_info(run_dir: Path, info: RunInfo) -> None:

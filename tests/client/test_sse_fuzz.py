@@ -132,6 +132,7 @@ def test_any_split_records_the_same_chunks_each_at_the_read_completing_its_data_
 
 KEYS = ["choices", "usage", "infermeter", "delta", "text", "content", "reasoning_content", "role", "logprobs"]
 KEYS += ["tokens", "completion_tokens", "prompt_tokens", "server_token_times", "response_start", "error", "message"]
+KEYS += ["timings", "prompt_ms", "predicted_ms", "cache_n", "prompt_tokens_details", "cached_tokens"]
 scalars = (
     st.none()
     | st.booleans()
@@ -166,8 +167,21 @@ shaped_events = maybe(
             max_size=2,
         )
         | json_values,
-        "usage": maybe({"completion_tokens": json_values, "prompt_tokens": json_values}),
-        "infermeter": maybe({"server_token_times": st.lists(json_values, max_size=3), "response_start": json_values}),
+        "usage": maybe(
+            {
+                "completion_tokens": json_values,
+                "prompt_tokens": json_values,
+                "prompt_tokens_details": maybe({"cached_tokens": json_values}),
+            }
+        ),
+        "infermeter": maybe(
+            {
+                "server_token_times": st.lists(json_values, max_size=3),
+                "response_start": json_values,
+                "cached_tokens": json_values,
+            }
+        ),
+        "timings": maybe({"prompt_ms": json_values, "predicted_ms": json_values, "cache_n": json_values}),
         "error": json_values,
     }
 )
@@ -221,12 +235,13 @@ def test_arbitrary_bytes_raise_nothing_but_a_stream_failure_with_a_known_reason(
     got = decoder.state
     assert len(got.chunk_times) == len(got.chunk_tokens) and got.chunk_times == sorted(got.chunk_times)
     assert all(n >= 0 for n in got.chunk_tokens)
-    assert (reason, got.chunk_tokens, got.usage_completion, got.usage_prompt, got.done) == (
+    assert (reason, got.chunk_tokens, got.usage_completion, got.usage_prompt, got.done, got.server) == (
         whole_reason,
         whole.state.chunk_tokens,
         whole.state.usage_completion,
         whole.state.usage_prompt,
         whole.state.done,
+        whole.state.server,
     )
 
 

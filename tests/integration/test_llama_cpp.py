@@ -1,11 +1,14 @@
 """Against a real server: llama.cpp (llama-cpp-python) serving SmolLM2-135M on loopback.
 
 CI installs both (see .ci/run) and sets INFERMETER_REQUIRE_LLAMA=1, so there these tests run or fail; on a
-machine without them they are skipped.
+machine without them they are skipped.  The server-timing test needs llama.cpp's own llama-server binary (on PATH, or
+named by INFERMETER_LLAMA_SERVER): llama-cpp-python's server reports no timings.  It is skipped without the binary
+unless INFERMETER_REQUIRE_LLAMA_SERVER=1.
 """
 
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,9 +20,11 @@ import numpy as np
 import orjson
 import pytest
 
-from infermeter.metrics import RecordColumns
-from infermeter.records import read_records, read_run_info
+from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
+from infermeter.metrics import RecordColumns, summarize
+from infermeter.records import RequestRecord, RunClock, read_records, read_run_info
 from tests.cli import infermeter
+from tests.prompts import prompter
 
 REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
 # SmolLM2's end tokens (<|endoftext|> 0, <|im_end|> 2) banned so every reply runs to max_tokens
@@ -173,6 +178,8 @@ def test_open_loop_run_ttft_grows_with_prompt_length(llama, tmp_path):
     assert len(short) and len(long) and np.median(long) > 3 * np.median(short), (short, long)
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["itl_ms"]["n"] == 6 * 23 and summary["itl_ms"]["p50"] > 1.0
+    # llama-cpp-python's server sends no timings block and no cached-token count: nothing is made up
+    assert "server_timing" not in summary and np.isnan(cols.server_prefill_s).all()
 
 
 def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
@@ -210,3 +217,91 @@ def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
     turn = released[np.argsort(first[released])]
     ttft = first[turn] - cols.submitted_at[turn]
     assert ttft[-1] >= (last[turn[2]] - first[turn[0]]) - 0.01, (ttft, first, last)  # three replies and more
+
+
+def _llama_server_binary() -> str | None:
+    return os.environ.get("INFERMETER_LLAMA_SERVER") or shutil.which("llama-server")
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama.cpp's llama-server with one slot (so consecutive requests share its KV cache), or a skip."""
+    binary = _llama_server_binary()
+    if binary is None:
+        if os.environ.get("INFERMETER_REQUIRE_LLAMA_SERVER") == "1":
+            raise RuntimeError(
+                "INFERMETER_REQUIRE_LLAMA_SERVER=1 but no llama-server on PATH or in $INFERMETER_LLAMA_SERVER"
+            )
+        pytest.skip("llama.cpp's llama-server binary is not installed")
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
+    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-c", "2048", "-np", "1"]
+    proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2):
+                break  # 200 once the model is loaded (503 before)
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited: {Path(log.name).read_text()[-500:]}") from None
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("llama-server did not come up within 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def server_tokens(url: str, text: str) -> list[int]:
+    """The prompt's tokens as llama-server's completions endpoint sees them (BOS included)."""
+    body = orjson.dumps({"content": text, "add_special": True})
+    req = urllib.request.Request(url + "/tokenize", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return orjson.loads(r.read())["tokens"]
+
+
+async def test_llama_server_reports_prefill_decode_and_its_prefix_cache(llama_server):
+    """Prompt A, A again, then B (A's 200-word prefix, another tail), one at a time through the one slot: the server
+    reuses what its slot holds, and says so in `timings` (cache_n, prompt_ms, predicted_ms)."""
+    prefix = prompter().build_prefix(200, 1)
+    a, b = prompter().build(240, 1, prefix), prompter().build(240, 2, prefix)
+    clock = RunClock()
+    config = ClientConfig(llama_server, model="smollm2", extra_body=orjson.loads(NO_EOS))
+
+    async def send(request_id: int, prompt: str) -> RequestRecord:
+        # a client (so a connection) per request: llama-server closes the connection after each stream, and reusing
+        # it before the client has seen the close fails the next request's write
+        client = OpenAIClient(config, clock)
+        try:
+            return await client.send(PreparedRequest(request_id, prompt, 0, 24), clock.now())
+        finally:
+            await client.close()
+
+    first, repeat, other = [await send(i, p) for i, p in enumerate([a, a, b])]
+    records = [first, repeat, other]
+    assert [r.status for r in records] == ["ok"] * 3 and [r.output_tokens for r in records] == [24] * 3
+    tokens_a, tokens_b = server_tokens(llama_server, a), server_tokens(llama_server, b)
+    assert (first.input_tokens, other.input_tokens) == (len(tokens_a), len(tokens_b))
+    # a fresh slot has nothing; a whole prompt found again still has its last token computed (for its logits);
+    # B finds the tokens it shares with A, which the slot holds after A's reply
+    shared = next(i for i, (x, y) in enumerate(zip(tokens_a, tokens_b, strict=False)) if x != y)
+    assert shared > 150
+    assert [r.cached_tokens for r in records] == [0, len(tokens_a) - 1, shared]
+    for r in records:
+        ttft, e2e = r.token_times[0] - r.submitted_at, r.token_times[-1] - r.submitted_at
+        decode_client = r.token_times[-1] - r.token_times[0]
+        assert r.server_prefill_s is not None and 0 < r.server_prefill_s < ttft, (r.server_prefill_s, ttft)
+        assert r.server_decode_s is not None and 0 < r.server_decode_s < e2e, (r.server_decode_s, e2e)
+        # from the first token's sampling to the last's: what the client saw between them, give or take delivery
+        assert abs(r.server_decode_s - decode_client) < 0.2 * decode_client + 0.05, (r.server_decode_s, decode_client)
+    # one token to compute instead of ~240: the cache shows in the server's own prefill time
+    assert repeat.server_prefill_s < 0.5 * first.server_prefill_s, (repeat.server_prefill_s, first.server_prefill_s)
+    block = summarize(RecordColumns.from_records(records)).model_dump(mode="json")["server_timing"]
+    cached = len(tokens_a) - 1 + shared
+    assert (block["reported"], block["cached_tokens"]) == (3, cached)
+    assert block["prefix_cache_hit_share"] == pytest.approx(cached / (2 * len(tokens_a) + len(tokens_b)))
+    assert block["prefill_ms"]["n"] == 3 and block["decode_ms_per_output_token"]["n"] == 3

@@ -120,6 +120,8 @@ def test_a_new_live_run_writes_the_current_contracts_with_the_keys_of_v1(tmp_pat
     assert parse_summary(doc, "summary.json").model_dump(mode="json") == doc
     assert doc.pop("schema_version") == SUMMARY_SCHEMA
     v1 = fixture_summary("v1-live")
+    # v2 adds one block: what the server reported about its own timing (the emulator reports its prefix cache)
+    assert doc.pop("server_timing")["cached_tokens_reported"] == 12
     assert set(doc["energy"]) >= set(v1["energy"]) - {"cpu_util_pct_mean"}
     doc["energy"] = v1["energy"] = {}
     assert key_sets(doc) == key_sets(v1)

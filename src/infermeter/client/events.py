@@ -1,4 +1,5 @@
-"""OpenAI streaming events -> what a record needs: content chunks with their times, token counts, usage, server times.
+"""OpenAI streaming events -> what a record needs: content chunks with their times, token counts, usage, and what
+the server reported about its own timing (read by the extractors of `client.server_timing`).
 
 Pure and clock-free: `feed(bytes, now)` with the time the read returned, `end()` when the stream closes.  Anything
 malformed ends the stream with a `StreamFailure` naming the reason; nothing else escapes, whatever the bytes.
@@ -6,14 +7,15 @@ malformed ends the stream with a `StreamFailure` naming the reason; nothing else
 
 from __future__ import annotations
 
-import math
 import reprlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from infermeter.client import reasons
+from infermeter.client.server_timing import EXTRACTORS, ServerTiming, TimingExtractor
 from infermeter.client.sse import SSEParser
 
 
@@ -35,8 +37,7 @@ class StreamState:
     content_started: bool = False
     usage_completion: int | None = None
     usage_prompt: int | None = None
-    server_offsets: list[float] | None = None
-    server_response_start: float | None = None  # server offset at which it sent the response headers
+    server: ServerTiming = field(default_factory=ServerTiming)
     headers_at: float | None = None  # run-clock time the client received the response headers
     done: bool = False
     cumulative: int | None = None  # continuous usage stats: completion tokens so far
@@ -59,10 +60,12 @@ def _count(value: Any) -> int | None:
 class StreamDecoder:
     """Decodes one completions or chat-completions SSE stream."""
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, extractors: Iterable[TimingExtractor] = EXTRACTORS) -> None:
         self.chat = chat
         self.parser = SSEParser()
         self.state = StreamState()
+        self._timing_readers = tuple((e.key, e.extract) for e in extractors)
+        self._timing_keys = frozenset(key for key, _ in self._timing_readers)
 
     def feed(self, data: bytes, now: float) -> bool:
         """Take the bytes of one read; True when the first content token arrived in them."""
@@ -103,14 +106,10 @@ class StreamDecoder:
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         state = self.state
-        extra = event.get("infermeter")
-        if isinstance(extra, dict) and isinstance(extra.get("server_token_times"), list):
-            offsets = [float(x) for x in extra["server_token_times"]]
-            if all(math.isfinite(x) for x in offsets):
-                state.server_offsets = offsets
-                start = extra.get("response_start")
-                ok = isinstance(start, int | float) and not isinstance(start, bool) and math.isfinite(start)
-                state.server_response_start = float(start) if ok else None
+        if not self._timing_keys.isdisjoint(event):  # one set test for the many events that carry no report
+            for key, extract in self._timing_readers:
+                if key in event:
+                    extract(event[key], state.server)
         usage = event.get("usage")
         delta_usage: int | None = None
         if isinstance(usage, dict):

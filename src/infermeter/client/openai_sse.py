@@ -283,15 +283,19 @@ class OpenAIClient:
         rec.chunk_tokens = stream.chunk_tokens
         rec.token_times = [t for t, k in zip(stream.chunk_times, stream.chunk_tokens, strict=True) for _ in range(k)]
         received = len(rec.token_times)
+        server = stream.server
         anchor = rec.submitted_at
-        if stream.server_response_start is not None and stream.headers_at is not None:
+        if server.response_start is not None and stream.headers_at is not None:
             # both sides saw the response headers leave/arrive: anchoring there cancels the request's upload time
-            anchor = stream.headers_at - stream.server_response_start
+            anchor = stream.headers_at - server.response_start
         rec.output_tokens = stream.usage_completion if stream.usage_completion is not None else received
         if stream.usage_prompt is not None:
             rec.input_tokens = stream.usage_prompt
-        if stream.server_offsets is not None and len(stream.server_offsets) == received:
-            rec.server_token_times = [anchor + off for off in stream.server_offsets]
+        if server.token_offsets is not None and len(server.token_offsets) == received:
+            rec.server_token_times = [anchor + off for off in server.token_offsets]
+        rec.cached_tokens = server.cached_tokens
+        rec.server_prefill_s = server.prefill_s
+        rec.server_decode_s = server.decode_s
         if self.config.count_text is not None:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 

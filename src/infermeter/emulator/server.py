@@ -2,10 +2,11 @@
 /health, /tokenize and a Prometheus /metrics with vLLM's metric names.  Prompts are counted with the tokenizer the
 configuration names (cl100k_base unless told otherwise; chat under its template), which /v1/models declares.
 
-Every emitted token is one SSE event.  The final event carries usage and, under "infermeter", the server's own
-emission time of each token as seconds after the request arrived (infermeter's ITL option C).  Configured faults
-(emulator/faults.py) are injected per request; with `api_key` set, requests without it get HTTP 401 echoing the
-key they presented, as some hosted APIs do.
+Every emitted token is one SSE event.  The final event carries usage (with vLLM's prompt_tokens_details when the
+prefix cache served part of the prompt) and, under "infermeter", the server's own emission time of each token as
+seconds after the request arrived (infermeter's ITL option C).  Configured faults (emulator/faults.py) are injected
+per request; with `api_key` set, requests without it get HTTP 401 echoing the key they presented, as some hosted
+APIs do.
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ class Emulator:
                 "object": "chat.completion" if chat else "text_completion",
                 "model": self.config.model,
                 "choices": [choice],
-                "usage": _usage(prompt, len(times)),
+                "usage": _usage(prompt, len(times), handle.req.cached),
             }
         )
 
@@ -347,7 +348,7 @@ class Emulator:
                 },
             }
             if (body.get("stream_options") or {}).get("include_usage") and kind != "no_final_usage":
-                final["usage"] = _usage(prompt, len(times))
+                final["usage"] = _usage(prompt, len(times), handle.req.cached)
             await out.event(final)
             if kind == "reset_before_done":
                 _abort(request)
@@ -432,8 +433,16 @@ def _http_fault(fault: Fault) -> web.Response:
     return web.json_response(body, status=status, headers=headers)
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def _usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    """OpenAI usage; prompt_tokens_details only when some prompt tokens were cached, as vLLM leaves it out at 0."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return usage
 
 
 def _bad_request(message: str) -> web.HTTPBadRequest:

@@ -122,6 +122,9 @@ class RecordColumns:
     has_server: np.ndarray
     status: np.ndarray  # object array of str
     error: np.ndarray
+    cached_tokens: np.ndarray  # float, NaN where the server did not report it (as the two below)
+    server_prefill_s: np.ndarray
+    server_decode_s: np.ndarray
     server_input_tokens: np.ndarray
     server_output_tokens: np.ndarray
     ref_input_tokens: np.ndarray
@@ -143,6 +146,9 @@ class RecordColumns:
 
         def num(name: str, dtype: type) -> np.ndarray:
             return t.column(name).to_numpy().astype(dtype, copy=False)
+
+        def reported(name: str) -> np.ndarray:
+            return t.column(name).cast(pa.float64()).to_numpy()
 
         def strings(name: str) -> np.ndarray:
             col = t.column(name).combine_chunks().dictionary_encode()
@@ -175,6 +181,9 @@ class RecordColumns:
             has_server=server_col.is_valid().to_numpy(zero_copy_only=False),
             status=strings("status"),
             error=strings("error"),
+            cached_tokens=reported("cached_tokens"),
+            server_prefill_s=reported("server_prefill_s"),
+            server_decode_s=reported("server_decode_s"),
             server_input_tokens=num("input_tokens", np.int64),
             server_output_tokens=num("output_tokens", np.int64),
             ref_input_tokens=ref_in.fill_null(-1).to_numpy().astype(np.int64),

@@ -11,6 +11,7 @@ from infermeter.metrics.columns import RecordColumns
 from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
+from infermeter.metrics.server_timing import server_timing
 from infermeter.metrics.statistics import stats
 from infermeter.metrics.summary_model import (
     Chunking,
@@ -79,6 +80,7 @@ def summarize(
         fairness=_fairness(cols, ttft, tpot, norm),
         output_tokens=stats(np.where(ok, cols.output_tokens, np.nan)),
         input_tokens=stats(np.where(ok, cols.input_tokens, np.nan)),
+        **({"server_timing": reported} if (reported := server_timing(cols)) is not None else {}),
     )
 
 

@@ -269,6 +269,19 @@ class Sim(Block):
     makespan_s: float
 
 
+class ServerTiming(Block):
+    """What servers reported about their own timing (llama.cpp's timings, vLLM's cached tokens, the emulator's);
+    a Stats block is None when no request reported its quantity."""
+
+    reported: int  # ok requests carrying at least one of the server's figures
+    prefill_ms: Stats | None  # the server's prompt processing time (the uncached part of the prompt)
+    decode_ms_per_output_token: Stats | None  # its generation time / output tokens, per request
+    cached_tokens_reported: int  # ok requests whose server gave a cached-token count
+    cached_tokens: int | None  # prompt tokens served from the prefix cache, over ok requests
+    input_tokens: int  # prompt tokens of ok requests
+    prefix_cache_hit_share: float | None  # cached_tokens / input_tokens
+
+
 class Summary(Block):
     """summary.json: every metric over a run's records, then the blocks only some runs have."""
 
@@ -297,7 +310,7 @@ class Summary(Block):
     itl_source: str | None = None  # where ITL came from when the records cannot give it (simulated endpoints)
     fluidity_note: str | None = None  # why fluidity is missing although deadlines were given
     sim: Sim | None = None  # simulated runs
-    server_timing: dict[str, Any] | None = None  # placeholder for the server-timing block (typed when merged)
+    server_timing: ServerTiming | None = None  # only when some ok request carries a server-reported figure
 
     def latency(self, metric: str) -> Stats:
         """A latency distribution by its SLO name: "ttft", "tpot", "itl" or "e2e"."""

@@ -14,7 +14,7 @@ from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.metrics.summary_model import Sim, Stats, Summary
-from infermeter.records import SCHEMA, RunInfo, RunWriter, write_summary
+from infermeter.records import LATER_FIELDS, SCHEMA, RunInfo, RunWriter, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import SimOutcome
 from infermeter.units import MS_PER_S
@@ -54,8 +54,8 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
         "server_token_times": pa.nulls(n, pa.list_(pa.float64())),
         "status": pa.array(status.astype(str)),
         "error": pa.array(error.astype(str)),
-        "ref_input_tokens": pa.nulls(n, pa.int32()),  # no text, no tokenizer: the workload's counts are the counts
-        "ref_output_tokens": pa.nulls(n, pa.int32()),
+        # no text, no tokenizer, no server: the workload's counts are the counts, and nothing is reported
+        **{name: pa.nulls(n, SCHEMA.field(name).type) for name in LATER_FIELDS},
     }
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
