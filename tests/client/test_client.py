@@ -5,10 +5,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, reasons
+from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, openai_sse, reasons
 from infermeter.client.sse import SSEError, SSEParser
 from infermeter.load import LoadPattern, drive
-from infermeter.records import RunClock, failure_reason
+from infermeter.records import RequestRecord, RunClock, failure_reason
 from tests.fake_server import TIMED, FakeServer
 from tests.timing import Noise, measured_async
 
@@ -252,3 +252,38 @@ def test_endpoints_keep_the_base_urls_path_and_query(base, want):
     from infermeter.client.urls import endpoint
 
     assert endpoint(base, "/v1/models") == want
+
+
+async def _close_after_each_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One request per connection: read it, stream a reply, close without saying so (as llama.cpp's server does)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    events = [b'data: {"choices":[{"text":"%s"}]}\n\n' % t for t in (b" a", b" b")] + [b"data: [DONE]\n\n"]
+    for event in events:
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
+def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_again(monkeypatch):
+    """A kept-alive connection the server closed after its reply fails the next write: that request never reached
+    the server, so it goes again on a fresh connection; without that, every second request of a closed loop fails."""
+
+    async def twenty() -> list[RequestRecord]:
+        server = await asyncio.start_server(_close_after_each_reply, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        clock = RunClock()
+        client = OpenAIClient(ClientConfig(url, model="m"), clock)
+        out = [await client.send(PreparedRequest(i, "x", 1, 2), clock.now()) for i in range(20)]
+        await client.close()
+        server.close()
+        return out
+
+    records = asyncio.run(twenty())
+    assert [r.status for r in records] == ["ok"] * 20 and all(r.output_tokens == 2 for r in records)
+    monkeypatch.setattr(openai_sse, "STALE_RETRIES", 0)  # the same without sending again: the failure it prevents
+    failed = [r for r in asyncio.run(twenty()) if r.status != "ok"]
+    assert failed and all(failure_reason(r.error) == reasons.CLOSED_BEFORE_RESPONSE for r in failed)

@@ -22,7 +22,7 @@ import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.metrics import RecordColumns, summarize
-from infermeter.records import RequestRecord, RunClock, read_records, read_run_info
+from infermeter.records import RunClock, read_records, read_run_info
 from tests.cli import infermeter
 from tests.prompts import prompter
 
@@ -272,16 +272,15 @@ async def test_llama_server_reports_prefill_decode_and_its_prefix_cache(llama_se
     clock = RunClock()
     config = ClientConfig(llama_server, model="smollm2", extra_body=orjson.loads(NO_EOS))
 
-    async def send(request_id: int, prompt: str) -> RequestRecord:
-        # a client (so a connection) per request: llama-server closes the connection after each stream, and reusing
-        # it before the client has seen the close fails the next request's write
-        client = OpenAIClient(config, clock)
-        try:
-            return await client.send(PreparedRequest(request_id, prompt, 0, 24), clock.now())
-        finally:
-            await client.close()
-
-    first, repeat, other = [await send(i, p) for i, p in enumerate([a, a, b])]
+    # one client for the three: llama-server closes its connection after each stream without saying so, and the
+    # client sends a request whose write failed on such a connection again on a fresh one
+    client = OpenAIClient(config, clock)
+    try:
+        first, repeat, other = [
+            await client.send(PreparedRequest(i, p, 0, 24), clock.now()) for i, p in enumerate([a, a, b])
+        ]
+    finally:
+        await client.close()
     records = [first, repeat, other]
     assert [r.status for r in records] == ["ok"] * 3 and [r.output_tokens for r in records] == [24] * 3
     tokens_a, tokens_b = server_tokens(llama_server, a), server_tokens(llama_server, b)

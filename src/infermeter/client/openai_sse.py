@@ -112,6 +112,21 @@ class _Failure(Exception):
         self.error = failure(reason, detail)
 
 
+# A kept-alive connection the server closed after its last reply (llama.cpp's server does, without saying so) fails
+# the next request's write; the request never reached the server, so it is sent again on another connection.
+STALE_RETRIES = 4
+STALE_DETAIL = f"every pooled connection tried ({STALE_RETRIES + 1}) had been closed by the server"
+
+
+class _Stale(Exception):
+    """The request could not be written on a reused connection the server had closed."""
+
+
+def _unwritten(exc: BaseException) -> bool:
+    """Whether aiohttp failed to write the request (so the server cannot have received it)."""
+    return isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc)
+
+
 class OpenAIClient:
     """One aiohttp session shared by every request of a run."""
 
@@ -121,6 +136,7 @@ class OpenAIClient:
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(self._sent)
         trace.on_request_chunk_sent.append(self._sent)
+        trace.on_connection_reuseconn.append(self._reused)
         self._connector = aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300, force_close=False)
         self._session = aiohttp.ClientSession(
             connector=self._connector,
@@ -139,6 +155,12 @@ class OpenAIClient:
         holder = ctx.trace_request_ctx
         if holder is not None:
             holder["sent"] = time.perf_counter()
+
+    @staticmethod
+    async def _reused(session: Any, ctx: Any, params: Any) -> None:
+        holder = ctx.trace_request_ctx
+        if holder is not None:
+            holder["reused"] = 1.0
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -204,7 +226,14 @@ class OpenAIClient:
         try:
             try:
                 async with asyncio.timeout(min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
-                    await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                    for attempt in range(STALE_RETRIES + 1):
+                        try:
+                            await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                            break
+                        except _Stale:
+                            if attempt == STALE_RETRIES:
+                                raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, STALE_DETAIL) from None
+                            trace_ctx.clear()  # the server never had it: send it again on another connection
                 rec.status = "ok"
             except TimeoutError:
                 raise self._timed_out(decoder.state, trace_ctx, loop.time() - started) from None
@@ -252,6 +281,8 @@ class OpenAIClient:
             raise _Failure("error", reasons.CANNOT_CONNECT, str(exc)) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
             # a reset, a disconnect, a broken pipe: before the headers or after them
+            if _unwritten(exc) and "reused" in trace_ctx and state.headers_at is None:
+                raise _Stale from None
             if state.done:
                 return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
             if state.headers_at is None:
