@@ -127,3 +127,39 @@ def test_scenario_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"unknown key workload\.sed"):
         scenario.write_text("workload: {sed: 1}\n")
         run_config(scenario, {})
+
+
+def test_an_option_given_replaces_the_files_alternatives_to_it(tmp_path: Path) -> None:
+    """A run.json holds a resolved workload, rate and request count; --input-tokens, --concurrency or --duration
+    given beside it answer the same questions, so they replace those keys rather than clash with them."""
+    scenario = tmp_path / "run.yaml"
+    scenario.write_text("workload: {workload: synthetic-uniform, seed: 4}\nload: {rate: 5, requests: 300}\n")
+    cfg = run_config(scenario, {"workload": {"input_tokens": 8, "output_tokens": 4}, "load": {"concurrency": 2}})
+    assert (cfg.workload.workload, cfg.workload.input_tokens, cfg.workload.seed) == (None, 8, 4)
+    assert (cfg.load.rate, cfg.load.concurrency, cfg.load.requests) == (None, 2, 300)
+    cfg = run_config(scenario, {"load": {"duration": 10.0}})
+    assert (cfg.load.requests, cfg.load.duration, cfg.load.rate) == (None, 10.0, 5)
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    header = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    trace.write_text(header + "0,m,5,5,10,x\n1,m,5,5,10,x\n")
+    with pytest.raises(UserError, match=r"--arrival and --burstiness shape a rate's arrivals"):
+        run_config(None, {"workload": {"trace": trace}, "load": {"arrival": "gamma", "burstiness": 0.5}})
+    with pytest.raises(UserError, match=r"--rps-scale compresses a replayed --trace"):
+        run_config(None, {"workload": {"rps_scale": 2.0}})
+    with pytest.raises(UserError, match=r"is a gRPC address: add --backend grpc"):
+        run_config(None, {"target": {"url": "grpc://127.0.0.1:8001"}, "load": {"rate": 1.0}})
+    ok = run_config(None, {"target": {"url": "grpc://127.0.0.1:8001", "backend": "grpc"}, "load": {"rate": 1.0}})
+    assert ok.target.url == "grpc://127.0.0.1:8001"
+
+
+def test_a_section_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("target: 'http://127.0.0.1:8000'\n")
+    with pytest.raises(UserError, match=r"--config .*s\.yaml: target: "):
+        run_config(scenario, {})
+    scenario.write_text("emulator: {speeed: 2}\n")
+    with pytest.raises(UserError, match=r"unknown key emulator\.speeed: the keys are model, engine, .*speed"):
+        run_config(scenario, {})

@@ -53,3 +53,15 @@ def test_cached_tokens_alone_give_a_hit_share_and_no_time_blocks(records):
     assert block is not None and block.reported == 1
     assert block.prefill_ms is None and block.decode_ms_per_output_token is None
     assert block.prefix_cache_hit_share == pytest.approx(64 / 1900)
+
+
+def test_server_figures_stay_in_the_servers_tokens_under_option_b():
+    """Under option B the metrics count with the reference tokenizer; the server's cache share and its time per
+    token are still over the server's own counts (what it cached and generated)."""
+    recs = [
+        dataclasses.replace(r, ref_input_tokens=2 * r.input_tokens, ref_output_tokens=1) for r in reported_records()
+    ]
+    a = server_timing(RecordColumns.from_records(recs, "A"))
+    b = server_timing(RecordColumns.from_records(recs, "B"))
+    assert a is not None and b is not None
+    assert (b.cached_tokens, b.input_tokens) == (1280, 1900) and b == a

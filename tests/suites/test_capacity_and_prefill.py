@@ -170,7 +170,7 @@ def test_profile_prefill_recovers_the_emulators_prefill_cost():
 
 def test_capacity_replays_a_trace_scaled_to_each_probes_rate(tmp_path):
     """With --trace every probe sends the trace's lengths with its arrival gaps divided by rate / the trace's own
-    rate: a trace at 2 req/s (gaps 0.5, 0.25, 0.5, 0.25, ...) probed at 10 and 20 req/s."""
+    rate: a trace at 12 / 4.5 s = 2.667 req/s (gaps 0.5, 0.25, 0.5, ...) probed at 8 and 16 req/s."""
     gaps = [0.5, 0.25] * 6
     times = [sum(gaps[:i]) for i in range(13)]  # 13 arrivals over 4.5 s: 12 / 4.5 = 2.667 req/s
     rows = [f"{t:.3f},ChatGPT,{10 + i},{2 + i % 3},0,Conversation log" for i, t in enumerate(times)]
@@ -190,3 +190,14 @@ def test_capacity_replays_a_trace_scaled_to_each_probes_rate(tmp_path):
         sched = recs.column("scheduled_at").to_pylist()
         want = [g * natural / rate for g in gaps]
         assert [b - a for a, b in itertools.pairwise(sched)] == pytest.approx(want, abs=1e-6)
+
+
+def test_profile_prefill_command_on_the_embedded_emulator(tmp_path):
+    """Without --url the command profiles the embedded emulator and saves a curve that says which count it fits."""
+    out = tmp_path / "curve.json"
+    p = infermeter(
+        "profile-prefill", "--lengths", "64,256,1024", "--repeats", "1", "--decode-tokens", "1", "--out", out
+    )
+    assert p.returncode == 0, p.stderr
+    curve = orjson.loads(out.read_bytes())
+    assert curve["tokenizer"] == "cl100k_base" and curve["counting_method"] in ("A", "B")

@@ -144,7 +144,7 @@ def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[
         yield target, {**sut, "model": emu.model}, process.url
 
 
-def emulator_config(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+def emulator_settings(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
     """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
     from infermeter.emulator.config import EmulatorConfig, load_emulator_config
 

@@ -106,6 +106,8 @@ def _cli_type(annotation: Any) -> Any:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return {-1: "auto", 0: "off"}.get(value, str(value)) if isinstance(value, int) else str(value)
 
 
@@ -152,12 +154,6 @@ def built_from(*parts: Part) -> Callable[[Callable[..., Any]], Callable[..., Any
         return command
 
     return decorate
-
-
-def shared(section: type[Section], name: str, **defaults: Any) -> Any:
-    """A section's field as an Annotated option type, for commands that take it without the whole section."""
-    param = section_option(Part("", section, defaults=defaults), name)
-    return param.annotation
 
 
 # ----- the shared options, one definition each: a section's field where one exists

@@ -12,6 +12,7 @@ from infermeter.cli import options as opt
 from infermeter.cli.app import (
     api_key,
     app,
+    emulator_settings,
     err,
     finish_run,
     refuse_existing_run,
@@ -128,6 +129,11 @@ def capacity(
     cfg = cfg.resolved()
     w, requests = cfg.workload, cfg.load.requests or 300
     build_requests(requests if w.trace else 1, w.seed, w.workload, w.input_tokens, w.output_tokens, trace=w.trace)
+    if w.trace is not None and (cfg.load.arrival != "poisson" or cfg.load.burstiness != 1.0):
+        raise UserError(
+            "--arrival and --burstiness shape a rate's arrivals: with --trace each probe keeps the trace's own "
+            "pattern, scaled to its rate: drop them"
+        )
     natural = offered_rate(load_burstgpt(w.trace, requests)) if w.trace is not None else None
     arrival_spec(cfg.load.arrival, start_rate, cfg.load.burstiness)
     url, emu, backend = cfg.target.url, cfg.emulator, cfg.target.backend
@@ -215,7 +221,7 @@ def profile_prefill_cmd(
     if len(set(lengths)) < 3:
         raise UserError(f"--lengths needs at least three different lengths to fit a curve, got {len(set(lengths))}")
     api_key(api_key_env)
-    emu = None if url is not None else emulator_config(emulator_config, None)
+    emu = None if url is not None else emulator_settings(emulator_config, None)
     rows: list[list[str]] = []
 
     def on_point(length: int, ttft: float | None) -> None:

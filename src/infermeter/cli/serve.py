@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import app, emulator_config, run_async
+from infermeter.cli.app import app, emulator_settings, run_async
 from infermeter.errors import UserError
 
 
@@ -25,7 +25,7 @@ def serve(
     """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
     from infermeter.emulator.server import serve as serve_forever
 
-    emu = emulator_config(config, scheduler)
+    emu = emulator_settings(config, scheduler)
     with contextlib.suppress(KeyboardInterrupt):
         try:
             run_async(serve_forever(emu, host, port))

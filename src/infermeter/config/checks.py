@@ -109,8 +109,17 @@ def url(value: Any) -> str:
         port_ok = parts.port is None or 0 < parts.port < 65536
     except ValueError:
         parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or " " in text:
-        raise ValueError(f"expected a base URL such as http://127.0.0.1:8000, got {redact_url(text)!r}")
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https", "grpc")
+        or not parts.hostname
+        or not port_ok
+        or " " in text
+    ):
+        raise ValueError(
+            f"expected a base URL such as http://127.0.0.1:8000 (grpc://host:port for --backend grpc), "
+            f"got {redact_url(text)!r}"
+        )
     if parts.username is not None or parts.password is not None:
         raise ValueError(
             f"{redact_url(text)!r} carries credentials: put the key in $OPENAI_API_KEY (or --api-key-env) instead"

@@ -50,6 +50,14 @@ class Target(Section):
     first_token_timeout: Annotated[float, Flag("seconds allowed until the first token", checks.SECONDS)] = 120.0
 
     @model_validator(mode="after")
+    def _transport(self) -> Target:
+        if self.url is not None and self.url.startswith("grpc://") and self.backend != "grpc":
+            raise ValueError(
+                f"--url {self.url} is a gRPC address: add --backend grpc, or give the server's http:// URL"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _timeouts(self) -> Target:
         if self.first_token_timeout > self.timeout:
             raise ValueError(
@@ -166,8 +174,21 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if self.target.url is not None and self.emulator is not None:
-            raise ValueError("--emulator-config and --scheduler configure the embedded emulator: drop them with --url")
+            raise ValueError(
+                "--emulator-config, --scheduler and a scenario's `emulator` configure the embedded emulator: "
+                "drop them with --url"
+            )
         replay = self.workload.trace is not None and self.load.rate is None and self.load.concurrency is None
+        if replay and (self.load.arrival != "poisson" or self.load.burstiness != 1.0):
+            raise ValueError(
+                "--arrival and --burstiness shape a rate's arrivals: a replayed --trace keeps its own; add --rate "
+                "to send its lengths at a rate instead, or drop them"
+            )
+        if self.workload.rps_scale != 1.0 and not replay:
+            raise ValueError(
+                "--rps-scale compresses a replayed --trace's own arrival times: it has none to compress here "
+                "(no --trace, or --rate/--concurrency given): drop it"
+            )
         if self.target.url is not None and self.load.rate is None and self.load.concurrency is None and not replay:
             raise ValueError(
                 "give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)"
@@ -176,7 +197,8 @@ class RunConfig(BaseModel):
 
     def resolved(self, trace_length: int | None = None) -> RunConfig:
         """Every default a run decides made explicit (workload, request count, the emulator demo's rate, the trace as
-        an absolute path), so that run.json's copy means the same anywhere."""
+        an absolute path), so that run.json's copy sends the same requests again.  Workload, tokenizer and curve
+        files stay as they were named: relative to the directory the run started in."""
         workload, load = self.workload, self.load
         if not workload.given():
             workload = workload.model_copy(update={"workload": DEFAULT_WORKLOAD})
@@ -185,9 +207,10 @@ class RunConfig(BaseModel):
         replay = workload.trace is not None and load.rate is None and load.concurrency is None
         if self.target.url is None and load.rate is None and load.concurrency is None and not replay:
             load = load.model_copy(update={"rate": DEMO_RATE})
-        if load.requests is None and load.duration is None:
-            fallback = DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS
-            load = load.model_copy(update={"requests": trace_length if workload.trace is not None else fallback})
+        if workload.trace is not None and load.requests is None:  # the whole trace, a duration cutting it short
+            load = load.model_copy(update={"requests": trace_length})
+        elif load.requests is None and load.duration is None:
+            load = load.model_copy(update={"requests": DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS})
         emulator = self.emulator if self.target.url is not None or self.emulator else EmulatorConfig()
         return self.model_copy(update={"workload": workload, "load": load, "emulator": emulator})
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from infermeter.config.run import RunConfig
 from infermeter.config_files import read_mapping
@@ -25,6 +25,11 @@ def read_scenario(path: Path) -> dict[str, Any]:
     version = data.get("schema_version")
     if isinstance(version, str) and version.startswith(RUN_SCHEMA):
         config = data.get("config")
+        if data.get("kind") == "simulated":
+            raise UserError(
+                f"--config {path} is a simulated run: `infermeter sim` with its options (run.json's engine and "
+                "workload blocks) runs it again, `infermeter run` does not"
+            )
         if not isinstance(config, dict):
             raise UserError(
                 f"--config {path} is a run.json without a resolved configuration ({version}, written before "
@@ -34,14 +39,28 @@ def read_scenario(path: Path) -> dict[str, Any]:
     return data
 
 
+# Keys that answer one question: an option given on the command line replaces the file's answer, not just its key
+# (`--concurrency` over a file's `rate`, `--input-tokens` over a run.json's `workload`, `--duration` over `requests`).
+ALTERNATIVES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "workload": (("workload", "input_tokens", "output_tokens", "trace"),),
+    "load": (("rate", "concurrency"), ("requests", "duration")),
+}
+
+
 def merged(base: dict[str, Any], given: Given, path: Path | None = None) -> dict[str, Any]:
-    """The file's sections with the command line's values laid over them, key by key."""
+    """The file's sections with the command line's values laid over them, key by key; a key the command line gives
+    drops the file's alternatives to it."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
     for section, values in given.items():
         current = out.get(section)
         if current is not None and not isinstance(current, dict):
             raise UserError(f"--config {path}: {section} must be a mapping of its options, got {current!r}")
-        out[section] = {**(current or {}), **values}
+        kept = dict(current or {})
+        for group in ALTERNATIVES.get(section, ()):
+            if any(k in values for k in group):
+                for k in group:
+                    kept.pop(k, None)
+        out[section] = {**kept, **values}
     return out
 
 
@@ -67,11 +86,21 @@ def run_config(
         message = str(first["msg"]).removeprefix("Value error, ")
         loc = [str(x) for x in first["loc"]]
         if first["type"] == "extra_forbidden":
-            known = ", ".join(RunConfig.model_fields) if len(loc) == 1 else "the options of `infermeter run --help`"
-            raise UserError(f"--config {path}: unknown key {'.'.join(loc)}: the keys are {known}") from None
-        if len(loc) < 2:  # a rule across options: its message names the options
+            raise UserError(f"--config {path}: unknown key {'.'.join(loc)}: the keys are {_keys_beside(loc)}") from None
+        if len(loc) < 2 and first["type"] == "value_error":  # a rule across options: its message names them
             raise UserError(message + (f" (--config {path})" if path is not None else "")) from None
         raise UserError(f"--config {path}: {'.'.join(loc)}: {message}") from None
+
+
+def _keys_beside(loc: list[str]) -> str:
+    """The keys a scenario may hold where an unknown one was found."""
+    model: Any = RunConfig
+    for key in loc[:-1]:
+        field = model.model_fields.get(key) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        inner = [a for a in getattr(field.annotation, "__args__", (field.annotation,)) if a is not type(None)]
+        model = inner[0] if field is not None and inner else None
+    fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+    return ", ".join(fields) or "those of `infermeter run --help`"
 
 
 def _emulator(block: Any, path: Path | None) -> EmulatorConfig:

@@ -9,7 +9,8 @@ each token (seconds after the request arrived, a JSON list), as the HTTP front e
 
 With `api_key` set, a call without `authorization: Bearer <key>` metadata ends UNAUTHENTICATED.  Configured faults
 apply as gRPC has them: HTTP statuses become the status codes Triton answers with (429 RESOURCE_EXHAUSTED, 500
-INTERNAL, 503 UNAVAILABLE), resets end the call UNAVAILABLE (before any response, or after a share of the tokens),
+INTERNAL, 503 UNAVAILABLE), resets end the call UNAVAILABLE (before any response, after a share of the tokens, or
+after the last token before the final response),
 stalls hold the stream, an error event is a response with error_message; the SSE framing faults (invalid JSON, CRLF,
 split reads, ...) have no gRPC form and are not injected.
 """
@@ -171,6 +172,10 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
             emu.engine.abandon(handle)
             raise
         emu.account(times, received)
+        if fault is not None and fault.kind == "reset_before_done":
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, "connection reset before the final response (injected fault)"
+            )
         final = pb.ModelInferResponse(model_name=model, id=req.id)
         final.parameters["triton_final_response"].bool_param = True
         offsets = orjson.dumps([round(t - received, 6) for t in times]).decode()

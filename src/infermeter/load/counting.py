@@ -11,7 +11,7 @@ the reference counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import aiohttp
 import orjson
@@ -19,6 +19,7 @@ import orjson
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.metrics.prefill_curve import PrefillCurve
+from infermeter.run_info import Tokenizer as TokenizerBlock
 from infermeter.tokenizers import REFERENCE, TiktokenTokenizer, Tokenizer, declaration, resolve_tokenizer
 
 Method = Literal["A", "B"]
@@ -37,7 +38,7 @@ class TokenCounting:
         """Tokens of a reply's text under this tokenizer (the records' ref_output_tokens)."""
         return len(self.tokenizer.encode(text)) if text else 0
 
-    def block(self) -> dict[str, Any]:
+    def block(self) -> TokenizerBlock:
         """run.json's tokenizer block, before the prompts' own part (load/prompts.py adds it)."""
         name = self.tokenizer.name
         metrics = (
@@ -45,19 +46,19 @@ class TokenCounting:
             if self.method == "A"
             else f"reference counts under {name} (records' ref_input_tokens, ref_output_tokens; else the server's)"
         )
-        return {
+        return TokenizerBlock(
             **declaration(self.tokenizer, self.method),
-            "method": f"IETF LLM benchmarking draft, token counting option {self.method}",
-            "chosen_because": self.reason,
-            "server_declares": self.server_declares,
-            "metrics_count": metrics,
-            "record_counts": {
+            method=f"IETF LLM benchmarking draft, token counting option {self.method}",
+            chosen_because=self.reason,
+            server_declares=self.server_declares,
+            metrics_count=metrics,
+            record_counts={
                 "input_tokens": "the server's usage prompt_tokens, else the built prompt's length",
                 "output_tokens": "the server's usage completion_tokens, else the tokens of the streamed events",
                 "ref_input_tokens": f"the built prompt's exact length under {name}",
                 "ref_output_tokens": f"the received text counted under {name} when its stream ended",
             },
-        }
+        )
 
 
 def choose_counting(spec: str | None, server_declares: str | None = None) -> TokenCounting:

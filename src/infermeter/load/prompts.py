@@ -9,11 +9,14 @@ from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.counting import TokenCounting
 from infermeter.load.options import RunOptions
-from infermeter.run_info import PromptMismatch, PromptVerification
+from infermeter.run_info import PromptMismatch, PromptVerification, Tokenizer
 from infermeter.workload import ids
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
+from infermeter.workload.traces import load_burstgpt
+
+MAX_DRAWN = 10_000_000  # a generated workload draws as many requests as asked (the CLI bounds a run to this)
 
 
 def prepared(
@@ -33,6 +36,13 @@ def prepared(
         yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]), n)
 
 
+def workload_size(opts: RunOptions) -> int:
+    """How many requests the workload can give: a trace's usable rows, else (a generated workload) no bound."""
+    if opts.trace is None:
+        return MAX_DRAWN
+    return len(load_burstgpt(opts.trace))
+
+
 def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[str, Any]]:
     return build_requests(
         n,
@@ -46,18 +56,16 @@ def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[st
     )
 
 
-def tokenizer_block(counting: TokenCounting, prompter: ExactPrompter, per_event: str) -> dict[str, Any]:
+def tokenizer_block(counting: TokenCounting, prompter: ExactPrompter, per_event: str) -> Tokenizer:
     """run.json's tokenizer block: the tokenizer, its counting option and why, what each record count holds."""
-    block = counting.block()
-    block.update(
-        {
+    return counting.block().model_copy(
+        update={
             "per_event": per_event,
             "prompts": "exact length after the chat template" if prompter.template else "exact length",
             "chat_template": prompter.template.origin if prompter.template else None,
             "template_overhead_tokens": prompter.overhead,
         }
     )
-    return block
 
 
 async def verify_prompts(

@@ -15,7 +15,7 @@ from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.options import RunOptions
-from infermeter.load.prompts import prepared, workload_for
+from infermeter.load.prompts import prepared, workload_for, workload_size
 from infermeter.records import RequestRecord
 from infermeter.run_info import Warmup
 from infermeter.secrets import redact_url
@@ -72,17 +72,18 @@ async def warm_up(
     stop = stop or asyncio.Event()
     t0 = time.perf_counter()
     before = await probe(client, 0, prompter)
+    most = workload_size(opts)  # a trace holds so many requests: the warm-up replays at most all of them
     if opts.warmup == -1:
-        n = WARMUP_MIN_REQUESTS
+        n = min(WARMUP_MIN_REQUESTS, most)
         reqs, _ = workload_for(opts, n, opts.seed + 1)
-        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < 100_000:
-            n *= 2
+        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < min(100_000, most):
+            n = min(n * 2, most)
             reqs, _ = workload_for(opts, n, opts.seed + 1)
         # the shortest head of the workload with both 100 requests and 10,000 output tokens
         enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
         reqs = reqs.head(max(WARMUP_MIN_REQUESTS, enough))
     else:
-        reqs, _ = workload_for(opts, int(opts.warmup or 0), opts.seed + 1)
+        reqs, _ = workload_for(opts, min(int(opts.warmup or 0), most), opts.seed + 1)
     warm_pattern = LoadPattern(
         offsets=reqs.arrival_s if pattern.offsets is not None else None,
         concurrency=pattern.concurrency,

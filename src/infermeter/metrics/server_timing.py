@@ -26,9 +26,10 @@ def server_timing(cols: RecordColumns) -> ServerTiming | None:
         return None
     # llama.cpp's predicted_per_token_ms divides by the same count: every generated token, the first included
     per_token = np.full(cols.n, np.nan)
-    divisible = has_decode & (cols.output_tokens > 0)
-    per_token[divisible] = cols.server_decode_s[divisible] / cols.output_tokens[divisible]
-    input_tokens = int(cols.input_tokens[ok].sum())
+    # the server's own counts: its timing and its cache are in its tokens, whichever option the metrics use
+    divisible = has_decode & (cols.server_output_tokens > 0)
+    per_token[divisible] = cols.server_decode_s[divisible] / cols.server_output_tokens[divisible]
+    input_tokens = int(cols.server_input_tokens[ok].sum())
     cached = int(cols.cached_tokens[has_cached].sum()) if has_cached.any() else None
     return ServerTiming(
         reported=int(reported.sum()),

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jinja2 import TemplateError
+
 from infermeter.errors import UserError
 from infermeter.tokenizers.offline import TiktokenTokenizer, Tokenizer
 
@@ -50,18 +52,27 @@ class ChatTemplate:
             raise UserError(f"chat template error: {message}")
 
         env.globals["raise_exception"] = raise_exception
-        return cls(source, origin, env.from_string(source), dict(getattr(tok, "special_strings", {})))
+        try:
+            compiled = env.from_string(source)
+        except TemplateError as exc:
+            raise UserError(
+                f"{origin} is not a valid Jinja template ({exc}): give a tokenizer with a valid one"
+            ) from None
+        return cls(source, origin, compiled, dict(getattr(tok, "special_strings", {})))
 
     def render(self, messages: list[Message]) -> str:
         """The prompt text for these messages, with the assistant's turn opened (add_generation_prompt)."""
-        return str(
-            self._template.render(
-                messages=messages,
-                add_generation_prompt=True,
-                bos_token=self._specials.get("bos", ""),
-                eos_token=self._specials.get("eos", ""),
+        try:
+            return str(
+                self._template.render(
+                    messages=messages,
+                    add_generation_prompt=True,
+                    bos_token=self._specials.get("bos", ""),
+                    eos_token=self._specials.get("eos", ""),
+                )
             )
-        )
+        except TemplateError as exc:
+            raise UserError(f"{self.origin} failed to render a user message ({exc})") from None
 
     def user_renderer(self) -> Callable[[str], str]:
         """render([one user message]) as a function of its content; plain concatenation around the content when
