@@ -420,7 +420,7 @@ SCENARIO = Kind(
     (
         *missing_or_malformed("scenario"),
         *files("s.yaml", "bogus: 1", "load: 5", "load: {rat: 1}", "load: {burstiness: -1}", "monitors: {gpus: .nan}"),
-        *files("s.yaml", "load: {concurrency: 2}", "workload: {seed: -1}", "target: {url: 'ftp://x'}"),
+        *files("s.yaml", "load: {arrival: zipf}", "workload: {seed: -1}", "target: {url: 'ftp://x'}"),
         *files("s.yaml", "emulator: {speed: 0}", "target: {timeout: 1, first_token_timeout: 2}"),
         *files("s.yaml", "workload: {trace: missing.csv}", "workload: {workload: no-such-workload}"),
         file("old-run.json", '{"schema_version": "infermeter.run/1", "kind": "live"}'),
