@@ -57,15 +57,23 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+_READERS = tuple((e.key, e.extract) for e in EXTRACTORS)
+_KEYS = frozenset(key for key, _ in _READERS)
+
+
 class StreamDecoder:
     """Decodes one completions or chat-completions SSE stream."""
 
-    def __init__(self, chat: bool, extractors: Iterable[TimingExtractor] = EXTRACTORS) -> None:
+    def __init__(self, chat: bool, extractors: Iterable[TimingExtractor] = EXTRACTORS, keep_text: bool = False) -> None:
         self.chat = chat
         self.parser = SSEParser()
         self.state = StreamState()
-        self._timing_readers = tuple((e.key, e.extract) for e in extractors)
-        self._timing_keys = frozenset(key for key, _ in self._timing_readers)
+        self.keep_text = keep_text  # the reply's text is kept only when something counts it at the end
+        if extractors is EXTRACTORS:
+            self._timing_readers, self._timing_keys = _READERS, _KEYS
+        else:
+            self._timing_readers = tuple((e.key, e.extract) for e in extractors)
+            self._timing_keys = frozenset(key for key, _ in self._timing_readers)
 
     def feed(self, data: bytes, now: float) -> bool:
         """Take the bytes of one read; True when the first content token arrived in them."""
@@ -133,7 +141,7 @@ class StreamDecoder:
             text = choice.get("text") or ""
         if not isinstance(text, str):
             raise TypeError(f"content is a {type(text).__name__}, not text")
-        if text:
+        if text and self.keep_text:
             state.text.append(text)
         if not state.content_started and not text.strip():
             # draft 5.1.3.1: empty, whitespace-only and role-only events before content are not the first token

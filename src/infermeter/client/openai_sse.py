@@ -113,13 +113,14 @@ class _Failure(Exception):
 
 
 # A kept-alive connection the server closed after its last reply (llama.cpp's server does, without saying so) fails
-# the next request's write; the request never reached the server, so it is sent again on another connection.
+# the next request's write; a request that could not be written never reached the server, so it is sent again on
+# another connection (a failure after the write, or after any response byte, is the request's outcome).
 STALE_RETRIES = 4
-STALE_DETAIL = f"every pooled connection tried ({STALE_RETRIES + 1}) had been closed by the server"
+STALE_DETAIL = f"the request could not be written on any of {STALE_RETRIES + 1} connections (closed by the server)"
 
 
 class _Stale(Exception):
-    """The request could not be written on a reused connection the server had closed."""
+    """The request could not be written: the connection had been closed by the server."""
 
 
 def _unwritten(exc: BaseException) -> bool:
@@ -136,7 +137,6 @@ class OpenAIClient:
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(self._sent)
         trace.on_request_chunk_sent.append(self._sent)
-        trace.on_connection_reuseconn.append(self._reused)
         self._connector = aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300, force_close=False)
         self._session = aiohttp.ClientSession(
             connector=self._connector,
@@ -155,12 +155,6 @@ class OpenAIClient:
         holder = ctx.trace_request_ctx
         if holder is not None:
             holder["sent"] = time.perf_counter()
-
-    @staticmethod
-    async def _reused(session: Any, ctx: Any, params: Any) -> None:
-        holder = ctx.trace_request_ctx
-        if holder is not None:
-            holder["reused"] = 1.0
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -217,7 +211,7 @@ class OpenAIClient:
         with status "cancelled" before the CancelledError propagates.
         """
         rec = record if record is not None else req.record(scheduled_at)
-        decoder = StreamDecoder(chat=self.config.api == "chat")
+        decoder = StreamDecoder(chat=self.config.api == "chat", keep_text=self.config.count_text is not None)
         trace_ctx: dict[str, float] = {}
         cfg = self.config
         payload = orjson.dumps(self.body(req))
@@ -226,14 +220,10 @@ class OpenAIClient:
         try:
             try:
                 async with asyncio.timeout(min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
-                    for attempt in range(STALE_RETRIES + 1):
-                        try:
-                            await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
-                            break
-                        except _Stale:
-                            if attempt == STALE_RETRIES:
-                                raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, STALE_DETAIL) from None
-                            trace_ctx.clear()  # the server never had it: send it again on another connection
+                    try:
+                        await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                    except _Stale:
+                        await self._resend(payload, rec, decoder, trace_ctx, deadline, started)
                 rec.status = "ok"
             except TimeoutError:
                 raise self._timed_out(decoder.state, trace_ctx, loop.time() - started) from None
@@ -281,7 +271,7 @@ class OpenAIClient:
             raise _Failure("error", reasons.CANNOT_CONNECT, str(exc)) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
             # a reset, a disconnect, a broken pipe: before the headers or after them
-            if _unwritten(exc) and "reused" in trace_ctx and state.headers_at is None:
+            if state.headers_at is None and _unwritten(exc):
                 raise _Stale from None
             if state.done:
                 return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
@@ -295,6 +285,25 @@ class OpenAIClient:
             raise
         except Exception as exc:  # whatever else goes wrong ends this request's record, not the run
             raise _Failure("error", reasons.CLIENT_ERROR, f"{type(exc).__name__}: {exc}") from None
+
+    async def _resend(
+        self,
+        payload: bytes,
+        rec: RequestRecord,
+        decoder: StreamDecoder,
+        trace_ctx: dict[str, float],
+        deadline: asyncio.Timeout,
+        started: float,
+    ) -> None:
+        """Send a request whose write failed again, on another connection, a few times at most."""
+        for _ in range(STALE_RETRIES):
+            trace_ctx.clear()  # the server never had it: its submission is the write that goes through
+            try:
+                await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                return
+            except _Stale:
+                continue
+        raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, STALE_DETAIL)
 
     def _timed_out(self, state: StreamState, trace_ctx: dict[str, float], elapsed: float) -> _Failure:
         cfg = self.config
