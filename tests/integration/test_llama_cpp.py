@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import orjson
@@ -61,6 +63,26 @@ def _free_port() -> int:
     return port
 
 
+def _serving(proc: subprocess.Popen, log: IO[str], url: str, ready: str, name: str) -> Iterator[str]:
+    """Yield the server's URL once `ready` answers (within 120 s), then stop the server."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + ready, timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited: {Path(log.name).read_text()[-500:]}") from None
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError(f"{name} did not come up within 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     port = _free_port()
@@ -84,23 +106,7 @@ def llama(tmp_path_factory):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama.cpp server exited: {Path(log.name).read_text()[-500:]}") from None
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("llama.cpp server did not come up within 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+    yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/v1/models", "llama.cpp server")
 
 
 def server_count(url: str, text: str) -> int:
@@ -237,23 +243,7 @@ def llama_server(tmp_path_factory):
     log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
     args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-c", "2048", "-np", "1"]
     proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2):
-                break  # 200 once the model is loaded (503 before)
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited: {Path(log.name).read_text()[-500:]}") from None
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("llama-server did not come up within 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+    yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/health", "llama-server")  # 200 once loaded
 
 
 def server_tokens(url: str, text: str) -> list[int]:
