@@ -14,7 +14,7 @@ from infermeter.workload import ids
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
-from infermeter.workload.traces import load_burstgpt
+from infermeter.workload.traces import usable_requests
 
 MAX_DRAWN = 10_000_000  # a generated workload draws as many requests as asked (the CLI bounds a run to this)
 
@@ -40,7 +40,7 @@ def workload_size(opts: RunOptions) -> int:
     """How many requests the workload can give: a trace's usable rows, else (a generated workload) no bound."""
     if opts.trace is None:
         return MAX_DRAWN
-    return len(load_burstgpt(opts.trace))
+    return usable_requests(opts.trace)
 
 
 def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[str, Any]]:

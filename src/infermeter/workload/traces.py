@@ -7,6 +7,8 @@ by timestamp so arrivals replay in order; arrival offsets are (t - t0) / rps_sca
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,57 @@ from infermeter.workload.spec import Requests
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
 
 
+@dataclass(frozen=True)
+class _BurstGPT:
+    """A BurstGPT file's checked columns (read-only arrays), kept so one command reads and parses a trace once."""
+
+    timestamps: np.ndarray
+    inputs: np.ndarray
+    outputs: np.ndarray
+    models: np.ndarray
+
+
+@functools.lru_cache(maxsize=4)
+def _burstgpt_columns(path: Path, version: tuple[int, int]) -> _BurstGPT:
+    """The columns of `path` at `version` (its mtime and size: an edited file is read again)."""
+    table = read_csv(path)
+    missing = [c for c in BURSTGPT_COLUMNS if c not in table.column_names]
+    if missing:
+        raise UserError(f"{path} is not a BurstGPT CSV: missing column(s) {', '.join(missing)}")
+    columns = _BurstGPT(
+        number_column(table, "Timestamp", path),
+        int_column(table, "Request tokens", path, MAX_LENGTH),
+        int_column(table, "Response tokens", path, MAX_LENGTH),
+        np.asarray(table.column("Model").to_pylist(), dtype=object),
+    )
+    for array in (columns.timestamps, columns.inputs, columns.outputs, columns.models):
+        array.flags.writeable = False
+    return columns
+
+
+def _columns(path: Path) -> _BurstGPT:
+    try:
+        stat = path.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        version = (0, 0)  # read_csv names what is wrong (a failed read is not cached)
+    return _burstgpt_columns(path.resolve(), version)
+
+
+def usable_requests(path: Path, model: str | None = None, keep_failed: bool = False) -> int:
+    """How many requests of a BurstGPT trace replay (what `load_burstgpt` gives without `n`)."""
+    return int(_usable(_columns(path), model, keep_failed).sum())
+
+
+def _usable(c: _BurstGPT, model: str | None, keep_failed: bool) -> np.ndarray:
+    keep = c.inputs > 0
+    if model is not None:
+        keep &= c.models == model
+    if not keep_failed:
+        keep &= c.outputs > 0
+    return keep
+
+
 def load_burstgpt(
     path: Path,
     n: int | None = None,
@@ -28,20 +81,9 @@ def load_burstgpt(
     keep_failed: bool = False,
 ) -> Requests:
     """Read a BurstGPT CSV as requests whose arrivals replay the trace, compressed rps_scale times."""
-    table = read_csv(path)
-    missing = [c for c in BURSTGPT_COLUMNS if c not in table.column_names]
-    if missing:
-        raise UserError(f"{path} is not a BurstGPT CSV: missing column(s) {', '.join(missing)}")
-    ts = number_column(table, "Timestamp", path)
-    inputs = int_column(table, "Request tokens", path, MAX_LENGTH)
-    outputs = int_column(table, "Response tokens", path, MAX_LENGTH)
-    models = np.asarray(table.column("Model").to_pylist(), dtype=object)
-    keep = np.ones(len(ts), dtype=bool)
-    if model is not None:
-        keep &= models == model
-    if not keep_failed:
-        keep &= outputs > 0
-    keep &= inputs > 0
+    c = _columns(path)
+    ts, inputs, outputs, models = c.timestamps, c.inputs, c.outputs, c.models
+    keep = _usable(c, model, keep_failed)
     order = np.flatnonzero(keep)[np.argsort(ts[keep], kind="stable")]
     if len(order) == 0:
         raise UserError(f"{path} has no usable requests (model filter: {model or 'none'})")
