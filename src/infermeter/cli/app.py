@@ -148,7 +148,4 @@ def emulator_settings(path: Path | None, scheduler: str | None):  # type: ignore
     """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
     from infermeter.emulator.config import EmulatorConfig, load_emulator_config
 
-    emu = load_emulator_config(path) if path else EmulatorConfig()
-    if scheduler is not None:
-        emu.engine = emu.engine.model_validate({**emu.engine.model_dump(), "scheduler": scheduler})
-    return emu
+    return (load_emulator_config(path) if path else EmulatorConfig()).with_scheduler(scheduler)

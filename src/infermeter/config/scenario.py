@@ -76,9 +76,7 @@ def run_config(
         data.pop("emulator", None)
     if emulator_file is not None or scheduler is not None:
         emu = load_emulator_config(emulator_file) if emulator_file else _emulator(data.get("emulator"), path)
-        if scheduler is not None:
-            emu.engine = emu.engine.model_validate({**emu.engine.model_dump(), "scheduler": scheduler})
-        data["emulator"] = emu.model_dump(mode="json")
+        data["emulator"] = emu.with_scheduler(scheduler).model_dump(mode="json")
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

@@ -34,6 +34,13 @@ class EmulatorConfig(BaseModel):
         "tokenizer.json or a .gguf; declared in /v1/models",
     )
 
+    def with_scheduler(self, name: str | None) -> EmulatorConfig:
+        """This configuration with its engine's scheduler replaced (None: as it is)."""
+        if name is None:
+            return self
+        engine = self.engine.model_validate({**self.engine.model_dump(), "scheduler": name})
+        return self.model_copy(update={"engine": engine})
+
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer(cls, spec: str) -> str:
