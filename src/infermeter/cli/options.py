@@ -16,7 +16,7 @@ import typer
 from infermeter.config import checks
 from infermeter.config.run import Load, Objectives, Target
 from infermeter.config.run import Workload as WorkloadSection
-from infermeter.config.section import Section
+from infermeter.config.section import Flag, Section
 from infermeter.engine.registry import SCHEDULERS
 from infermeter.workload.distributions import MAX_LENGTH
 
@@ -119,13 +119,18 @@ def section_option(part: Part, name: str) -> inspect.Parameter:
     default = part.defaults.get(name, info.get_default(call_default_factory=True))
     if default not in (None, {}, []):
         help_text += f" (default: {_shown(default)})"
-    names = flag.names if flag and flag.names else ()
-    kind = _cli_type(info.annotation)
-    extra: dict[str, Any] = {}
-    if flag is not None and flag.check is not None and kind is not (bool | None):
-        extra["parser"] = parser(flag.check)
-    option = typer.Option(*names, help=help_text, show_default=False, **extra)
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
+    option = _option(flag, help_text, show_default=False)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[_cli_type(info.annotation), option]
+    )
+
+
+def _option(flag: Flag | None, help_text: str, **more: Any) -> Any:
+    """The typer option of a field's Flag: its names, and its check as the parser."""
+    if flag is None:
+        return typer.Option(help=help_text, **more)
+    checked = {"parser": parser(flag.check)} if flag.check is not None else {}
+    return typer.Option(*flag.names, help=help_text, **checked, **more)
 
 
 def built_from(*parts: Part) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -163,9 +168,8 @@ def like(section: type[Section], name: str, kind: Any = None, help: str | None =
     """A section's field as an option type for a command that sets its own default (`x: like(...) = default`)."""
     flag = section.flag(name)
     assert flag is not None, f"{section.__name__}.{name} declares no Flag"
-    extra = {"parser": parser(flag.check)} if flag.check is not None else {}
-    option = typer.Option(*flag.names, help=help or flag.help, **extra)
-    return Annotated[kind if kind is not None else section.model_fields[name].annotation, option]
+    annotation = kind if kind is not None else section.model_fields[name].annotation
+    return Annotated[annotation, _option(flag, help or flag.help)]
 
 
 Url = like(Target, "url")
