@@ -134,22 +134,26 @@ async def _drive(
 
     t_start = clock.now() + lead_s
     if pattern.offsets is not None:
-        for req, offset in zip(requests, pattern.offsets, strict=False):
-            if stop.is_set() or (pattern.duration is not None and offset > pattern.duration):
-                break
-            target = t_start + float(offset)
-            delay = target - clock.now()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), delay)
-                    break  # stop was set while waiting
-                except TimeoutError:
-                    pass
-            while clock.now() < target:  # timers may fire up to a millisecond early: yield until it is time
-                await asyncio.sleep(0)
-            task = asyncio.create_task(one(req, target))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+        # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
+        # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            for req, offset in zip(requests, pattern.offsets, strict=False):
+                if stop.is_set() or (pattern.duration is not None and offset > pattern.duration):
+                    break
+                target = t_start + float(offset)
+                delay = target - clock.now()
+                if delay > 0:
+                    await asyncio.wait((stopper,), timeout=delay)
+                    if stop.is_set():
+                        break
+                while clock.now() < target:  # timers may fire up to a millisecond early: yield until it is time
+                    await asyncio.sleep(0)
+                task = asyncio.create_task(one(req, target))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            stopper.cancel()
     else:
         assert pattern.concurrency is not None and pattern.concurrency > 0
         queue = iter(requests)

@@ -1,0 +1,58 @@
+"""The open-loop driver's wait between sends: a stop ends it at once, however long the gap to the next send."""
+
+import asyncio
+
+import pytest
+
+from infermeter.client import PreparedRequest
+from infermeter.load import LoadPattern, drive
+from infermeter.records import RequestRecord, RunClock
+
+
+class InstantBackend:
+    """Answers every request at once (only the driver's timing is under test)."""
+
+    counting = "none"
+
+    def __init__(self) -> None:
+        self.clock = RunClock()
+
+    async def send(self, req: PreparedRequest, scheduled_at: float, record: RequestRecord | None = None):
+        rec = record if record is not None else req.record(scheduled_at)
+        rec.submitted_at = self.clock.now()
+        return rec
+
+
+async def test_a_stop_during_a_long_gap_ends_the_schedule_without_waiting_it_out():
+    backend = InstantBackend()
+    reqs = [PreparedRequest(i, "p", 1, 1) for i in range(3)]
+    stop = asyncio.Event()
+    records: list[RequestRecord] = []
+    driving = asyncio.create_task(
+        drive(backend, reqs, LoadPattern(offsets=[0.0, 60.0, 120.0]), records.append, stop=stop)
+    )
+    while not records:
+        await asyncio.sleep(0.01)
+    stop.set()
+    started = backend.clock.now()
+    await asyncio.wait_for(driving, 10)
+    assert backend.clock.now() - started < 5  # the next send was a minute away
+    assert [r.request_id for r in records] == [0]
+    # nothing of the driver's is left waiting on the stop
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+@pytest.mark.parametrize("offsets", [[0.0, 0.05, 0.1], [0.1, 0.1, 0.1]])
+async def test_every_send_waits_for_its_scheduled_time(offsets):
+    backend = InstantBackend()
+    records: list[RequestRecord] = []
+    await drive(
+        backend, [PreparedRequest(i, "p", 1, 1) for i in range(3)], LoadPattern(offsets=offsets), records.append
+    )
+    assert len(records) == 3
+    await asyncio.sleep(0)  # a cancelled task leaves the loop on its next step
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()  # no waiter left behind
+    assert all(r.submitted_at >= r.scheduled_at for r in records)
+    assert sorted(r.scheduled_at - records[0].scheduled_at for r in records) == pytest.approx(
+        [o - offsets[0] for o in offsets]
+    )
