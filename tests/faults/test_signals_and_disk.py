@@ -18,7 +18,7 @@ import pytest
 from infermeter.emulator import EmulatorConfig, emulator_process
 from infermeter.errors import ExitCode
 from infermeter.metrics import RecordColumns
-from infermeter.records import JOURNAL, NOT_RECORDED, RECORDS, is_sealed, read_records, read_run_info
+from infermeter.records import JOURNAL, NOT_RECORDED, RECORDS, is_sealed, read_run_info
 from tests.cli import report_json
 
 INPUT = 16  # prompt tokens per request: the emulator's prompt-token counter / INPUT = requests it received
@@ -52,7 +52,7 @@ def journaled(out, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
     """Wait until the live run's journal holds a finished record (it flushes every 2 s; bounded in time)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if (out / JOURNAL).is_file() and RecordColumns.from_table(read_records(out)).ok.any():
+        if (out / JOURNAL).is_file() and RecordColumns.of_run(out).ok.any():
             return
         assert proc.poll() is None, f"the run ended early: {proc.communicate()[1][-2000:]}"
         time.sleep(0.1)
@@ -60,7 +60,7 @@ def journaled(out, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
 
 
 def one_record_per_request(out) -> RecordColumns:
-    cols = RecordColumns.from_table(read_records(out))
+    cols = RecordColumns.of_run(out)
     assert len(set(cols.request_id.tolist())) == cols.n, "a request recorded twice"
     assert sorted(cols.request_id.tolist()) == list(range(cols.n)), "a gap: a request sent without a record"
     assert all(e for s, e in zip(cols.status, cols.error, strict=True) if s != "ok"), "a failure without a reason"

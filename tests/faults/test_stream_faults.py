@@ -11,7 +11,6 @@ import pytest
 from infermeter.emulator import EmulatorConfig, Fault, running_emulator
 from infermeter.errors import ExitCode
 from infermeter.metrics import RecordColumns
-from infermeter.records import read_records
 from tests.cli import infermeter, report_json
 from tests.timing import Noise, measured
 
@@ -56,7 +55,7 @@ def run_against(cfg: EmulatorConfig, out, *extra: str):
 
 
 def one_record_each(out) -> RecordColumns:
-    cols = RecordColumns.from_table(read_records(out))
+    cols = RecordColumns.of_run(out)
     assert sorted(cols.request_id.tolist()) == list(range(N)), cols.request_id  # exactly one record per request
     return cols
 

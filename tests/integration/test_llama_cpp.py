@@ -24,7 +24,7 @@ import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.metrics import RecordColumns, summarize
-from infermeter.records import RunClock, read_records, read_run_info
+from infermeter.records import RunClock, read_run_info
 from tests.cli import infermeter
 from tests.prompts import prompter
 
@@ -169,7 +169,7 @@ def test_open_loop_run_ttft_grows_with_prompt_length(llama, tmp_path):
     assert info.tokenizer.counting_method == "A" and info.tokenizer.vocab_size == 49152
     assert info.server_metrics is not None
     assert info.server_metrics.available is False  # llama-cpp-python has no /metrics: a note, not a failure
-    cols = RecordColumns.from_table(read_records(out))
+    cols = RecordColumns.of_run(out)
     assert cols.n == 6 and cols.ok.all(), cols.error
     assert (cols.output_tokens == 24).all() and (cols.tokens.lengths == 24).all()
     first, last = cols.tokens.first(), cols.tokens.last()
@@ -209,7 +209,7 @@ def test_closed_loop_shows_one_at_a_time_serving_as_queueing(llama, tmp_path):
         "--out",
         str(out),
     )
-    cols = RecordColumns.from_table(read_records(out))
+    cols = RecordColumns.of_run(out)
     assert cols.n == 8 and cols.ok.all(), cols.error
     first, last = cols.tokens.first(), cols.tokens.last()
     order = np.argsort(first)

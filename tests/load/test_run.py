@@ -54,7 +54,7 @@ def test_open_loop_run_with_the_drafts_warmup(fast_emulator, tmp_path):
 
 
 def _cols(out) -> RecordColumns:
-    return RecordColumns.from_table(read_records(out))
+    return RecordColumns.of_run(out)
 
 
 def test_closed_loop_keeps_concurrency_and_barrier(fast_emulator, tmp_path):
@@ -77,7 +77,7 @@ def test_closed_loop_keeps_concurrency_and_barrier(fast_emulator, tmp_path):
         str(out),
     )
     assert p.returncode == 0, p.stderr
-    cols = RecordColumns.from_table(read_records(out))
+    cols = RecordColumns.of_run(out)
     assert cols.n == 24 and cols.ok.all()
     ends = cols.tokens.last()
     # never more than 4 requests in flight at once

@@ -5,7 +5,7 @@ from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.summary_model import SUMMARY_SCHEMA, parse_summary
-from infermeter.records import read_records, read_run_info
+from infermeter.records import read_run_info
 from tests.contract import EARLIER_RUNS, STATS_KEYS, SUMMARY_KEYS, V1_RUNS, same_json
 
 # blocks a v1 summary.json holds that the records cannot give back (cli's report keeps them from the file)
@@ -79,7 +79,7 @@ def test_summary_serializes_to_the_keys_and_values_of_v1(name):
     stored = orjson.loads((run / "summary.json").read_bytes())
     endpoints = info.token_times == "endpoints"
     deadlines = parse_deadlines(info.deadlines) if info.deadlines and not endpoints else None
-    s = summarize(RecordColumns.from_table(read_records(run)), info.itl_option, dict(info.slo), deadlines)
+    s = summarize(RecordColumns.of_run(run, info), info.itl_option, dict(info.slo), deadlines)
     got = s.model_dump(mode="json")
     assert got.pop("schema_version") == SUMMARY_SCHEMA
     assert set(got) == set(stored) - STORED

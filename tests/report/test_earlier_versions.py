@@ -10,7 +10,7 @@ import pytest
 
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.summary_model import SUMMARY_SCHEMA, parse_summary
-from infermeter.records import read_records, read_run_info
+from infermeter.records import read_run_info
 from infermeter.report.tables import fmt_ms
 from tests.cli import infermeter, report_json
 from tests.contract import EARLIER_RUNS, V1_RUNS, same_json
@@ -66,7 +66,7 @@ def test_report_recomputes_a_v1_run_with_todays_code():
     records: another ITL option (the run declared C, server times) and another SLO."""
     run = EARLIER_RUNS / "v1-live"
     got = report_json(run, "--itl-option", "B", "--slo", "ttft=9ms")
-    cols = RecordColumns.from_table(read_records(run))
+    cols = RecordColumns.of_run(run)
     info = read_run_info(run)
     assert info.deadlines is not None
     expect = summarize(cols, "B", {"ttft": 0.009}).model_dump(mode="json")

@@ -123,7 +123,7 @@ def test_run_directory_and_report_work_unchanged(tmp_path):
         "preemptions",
     }
     assert summary.sim is not None and 0 < summary.sim.gpu_utilization <= 1
-    cols = RecordColumns.from_table(read_records(run))
+    cols = RecordColumns.of_run(run)
     assert cols.n == 500 and (cols.output_tokens == r.output_tokens).all()
     p = infermeter("report", run)
     assert p.returncode == 0, p.stderr
@@ -181,7 +181,7 @@ def test_sim_replays_a_burstgpt_trace_with_rps_scaling(tmp_path):
     scaled = ("--trace", trace, "--rps-scale", "100", "--requests", "300")
     p = infermeter("sim", *scaled, "--scheduler", "multi_bin_dynamic", "--out", run)
     assert p.returncode == 0, p.stderr
-    cols = RecordColumns.from_table(read_records(run))
+    cols = RecordColumns.of_run(run)
     # arrivals replay the trace compressed 100x
     np.testing.assert_allclose(cols.submitted_at, (ts - ts[0]) / 100, atol=1e-3)
     assert set(cols.request_class.tolist()) == {"ChatGPT"}

@@ -12,7 +12,7 @@ import typer
 from infermeter.cli import options as opt
 from infermeter.cli.app import about, app
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, Summary, counting_of, summarize
+from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.goodput import parse_slo
 from infermeter.metrics.summary_model import parse_summary
@@ -21,7 +21,6 @@ from infermeter.records import (
     SUMMARY,
     RunInfo,
     is_sealed,
-    read_records,
     read_run_info,
 )
 from infermeter.report.console import comparison_table, full_report, sim_table
@@ -45,7 +44,7 @@ def report(
     for run_dir in run_dirs:
         with about("run_dirs"):
             info = read_run_info(run_dir)
-            cols = RecordColumns.from_table(read_records(run_dir), counting_of(info.tokenizer))
+            cols = RecordColumns.of_run(run_dir, info)
             stored = _stored_summary(run_dir)
         option = itl_option or info.itl_option
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from infermeter.records import SCHEMA, RequestRecord, records_to_table
-from infermeter.run_info import Tokenizer
+from infermeter.records import SCHEMA, RequestRecord, read_records, read_run_info, records_to_table
+from infermeter.run_info import RunInfo, Tokenizer
 
 Counting = Literal["A", "B"]  # the IETF draft's token counting options: A native (the server's), B reference
 
@@ -129,7 +130,7 @@ class RecordColumns:
     server_output_tokens: np.ndarray
     ref_input_tokens: np.ndarray
     ref_output_tokens: np.ndarray
-    counting: Counting = "B"
+    counting: Counting = "A"
 
     @property
     def n(self) -> int:
@@ -140,7 +141,7 @@ class RecordColumns:
         return self.status == "ok"
 
     @classmethod
-    def from_table(cls, table: pa.Table, counting: Counting = "B") -> RecordColumns:
+    def from_table(cls, table: pa.Table, counting: Counting = "A") -> RecordColumns:
         """Columns whose token counts follow `counting` (a run's: `counting_of(info.tokenizer)`)."""
         t = table.select(SCHEMA.names)
 
@@ -192,5 +193,11 @@ class RecordColumns:
         )
 
     @classmethod
-    def from_records(cls, records: list[RequestRecord], counting: Counting = "B") -> RecordColumns:
+    def from_records(cls, records: list[RequestRecord], counting: Counting = "A") -> RecordColumns:
         return cls.from_table(records_to_table(records), counting)
+
+    @classmethod
+    def of_run(cls, run_dir: Path, info: RunInfo | None = None) -> RecordColumns:
+        """A run directory's records, their tokens counted as its run.json declares."""
+        info = info if info is not None else read_run_info(run_dir)
+        return cls.from_table(read_records(run_dir), counting_of(info.tokenizer))

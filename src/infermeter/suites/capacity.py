@@ -19,8 +19,8 @@ import orjson
 
 from infermeter import resumable
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, Summary, counting_of, summarize
-from infermeter.records import RECORDS, holds_run, read_records, read_run_info
+from infermeter.metrics import RecordColumns, Summary, summarize
+from infermeter.records import RECORDS, holds_run, read_run_info
 from infermeter.suites.slo import Slo
 
 SETTINGS = "search.json"  # what the probes were measured under: a resumed search must be the same search
@@ -90,7 +90,7 @@ def evaluate(run_dir: Path, slos: list[Slo], min_success: float) -> tuple[Summar
             goodput.update(s.goodput)
         if s.deadlines is not None and deadlines is None:
             deadlines = s.deadlines
-    cols = RecordColumns.from_table(read_records(run_dir), counting_of(info.tokenizer))
+    cols = RecordColumns.of_run(run_dir, info)
     summary = summarize(cols, info.itl_option, goodput, deadlines)
     ok = (summary.requests.success_rate or 0.0) >= min_success and all(s.passes(summary) for s in slos)
     return summary, ok
