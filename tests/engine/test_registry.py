@@ -45,7 +45,7 @@ def test_every_scheduler_config_round_trips_through_its_file_form(name):
     config = EngineConfig(scheduler=name)
     again = EngineConfig.model_validate(config.model_dump(mode="json"))
     assert again == config and type(again.scheduler) is SCHEDULER_CONFIGS[name]
-    assert again.scheduler.name == name and config.describe()["scheduler"]["name"] == name
+    assert again.scheduler.name == name and config.model_dump(mode="json")["scheduler"]["name"] == name
 
 
 def test_flat_settings_move_into_their_scheduler_and_strays_are_named():

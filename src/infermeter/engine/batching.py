@@ -34,8 +34,6 @@ def fit_memory(candidates: list[EngineRequest], free_tokens: int, block_size: in
 class BatchLevel(ABC):
     """The batch-level family: form a batch, allocate its whole KV up front, time it with T(b, L), release it."""
 
-    name = "batch"
-
     @abstractmethod
     def enqueue(self, req: EngineRequest) -> None: ...
 
@@ -94,8 +92,6 @@ class BatchLevel(ABC):
 class StaticFifo(BatchLevel):
     """Baseline: one FIFO, fixed batch size (B=8), no adaptation."""
 
-    name = "static_fifo"
-
     def __init__(self, batch_size: int = 8) -> None:
         self.batch_size = batch_size
         self.queue: deque[EngineRequest] = deque()
@@ -153,8 +149,6 @@ class Lane:
 
 class DynamicNoBins(BatchLevel):
     """One FIFO, batch size min(b_mem, b_SLA) (Algorithms 1-2 of multi-bin dynamic batching)."""
-
-    name = "dynamic_no_bins"
 
     def __init__(
         self, capacity_tokens: int, d_sla: float = 0.010, epsilon: float = 0.005, b_min: int = 1, b_max: int = 128

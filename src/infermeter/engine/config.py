@@ -122,10 +122,6 @@ class EngineConfig(BaseModel):
             self.kv_gb_per_token if self.kv_gb_per_token is not None else base["kv_gb_per_token"],
         )
 
-    def describe(self) -> dict[str, object]:
-        model = self.latency_model()
-        return {**self.model_dump(mode="json"), "latency_model": model.name, "kv_capacity": self.capacity()}
-
 
 def load_engine_config(path: Path) -> EngineConfig:
     """An EngineConfig from YAML/JSON, with a one-line error naming the bad field."""

@@ -24,8 +24,6 @@ from infermeter.engine.step import EngineState, Step, StepPlan
 class IterationLevel(ABC):
     """The iteration-level family: a step per token, KV grown block by block, recompute preemption."""
 
-    name = "iteration"
-
     def __init__(self, max_num_seqs: int = 256) -> None:
         self.max_num_seqs = max_num_seqs
         self.queue: deque[EngineRequest] = deque()
@@ -154,8 +152,6 @@ class IterationLevel(ABC):
 class ContinuousBatching(IterationLevel):
     """vLLM (v0 default): FCFS admission; a step with new prompts runs only their prefills."""
 
-    name = "continuous"
-
     def __init__(self, max_num_seqs: int = 256, max_batched_tokens: int = 8192) -> None:
         super().__init__(max_num_seqs)
         self.max_batched_tokens = max_batched_tokens
@@ -181,8 +177,6 @@ class ContinuousBatching(IterationLevel):
 
 class ChunkedPrefill(IterationLevel):
     """Sarathi / vLLM v1: a token budget per step, decodes first, then prompt chunks (FCFS)."""
-
-    name = "chunked_prefill"
 
     def __init__(self, max_num_seqs: int = 256, token_budget: int = 512) -> None:
         super().__init__(max_num_seqs)

@@ -47,8 +47,6 @@ def bin_b_max(edges: list[int], keys: np.ndarray, lengths: np.ndarray, capacity_
 class MultiBinDynamic(BatchLevel):
     """K queues by predicted length, each batched dynamically with its own controller and B_MAX."""
 
-    name = "multi_bin_dynamic"
-
     def __init__(self, config: MultiBinConfig, limits: EngineLimits) -> None:
         self.config = config
         self.capacity_tokens = limits.capacity_tokens

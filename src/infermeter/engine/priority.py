@@ -27,8 +27,6 @@ def rank(req: EngineRequest) -> tuple[int, int, float, int]:
 class PriorityShortestFirst(ContinuousBatching):
     """Continuous batching over a queue ordered by `rank`; preemption takes the worst-ranked running request."""
 
-    name = "priority"
-
     def __init__(self, max_num_seqs: int = 256, max_batched_tokens: int = 8192) -> None:
         super().__init__(max_num_seqs, max_batched_tokens)
         self.heap: list[tuple[tuple[int, int, float, int], EngineRequest]] = []

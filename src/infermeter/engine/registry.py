@@ -24,11 +24,6 @@ SCHEDULER_CONFIGS: dict[str, type[SchedulerConfig]] = {
 SCHEDULERS: tuple[str, ...] = tuple(SCHEDULER_CONFIGS)
 
 
-def scheduler_help() -> str:
-    """One line per scheduler: its name and what it does (from its config's docstring)."""
-    return "; ".join((c.__doc__ or name).strip().rstrip(".") for name, c in SCHEDULER_CONFIGS.items())
-
-
 def scheduler_config(value: Any) -> SchedulerConfig:
     """A scheduler's config from its name, a mapping with a `name`, or a config already built."""
     if isinstance(value, SchedulerConfig):

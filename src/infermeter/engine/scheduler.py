@@ -18,8 +18,6 @@ from infermeter.engine.step import EngineState, Step
 
 
 class Scheduler(Protocol):
-    name: str
-
     def enqueue(self, req: EngineRequest) -> None: ...
 
     def waiting(self) -> int: ...
