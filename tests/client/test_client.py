@@ -1,6 +1,7 @@
 """The streaming client against a server with exactly known timing and every failure mode."""
 
 import asyncio
+import contextlib
 
 import numpy as np
 import pytest
@@ -287,3 +288,58 @@ def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_a
     monkeypatch.setattr(openai_sse, "STALE_RETRIES", 0)  # the same without sending again: the failure it prevents
     failed = [r for r in asyncio.run(twenty()) if r.status != "ok"]
     assert failed and all(failure_reason(r.error) == reasons.CLOSED_BEFORE_RESPONSE for r in failed)
+
+
+def _reply(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for event in (b'data: {"choices":[{"text":" a"}]}\n\n', b"data: [DONE]\n\n"):
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+    writer.write(b"0\r\n\r\n")
+
+
+async def _read_request(reader: asyncio.StreamReader) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+
+
+def _serve_then_drop(connections: list[int], answer_fresh: bool):
+    """Answers the first request of a connection (or not, with answer_fresh False), then ends the connection when
+    the next one arrives without a byte of response: a server that had closed the idle connection just before."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        await _read_request(reader)
+        if answer_fresh:
+            _reply(writer)
+            await writer.drain()
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                await _read_request(reader)
+        writer.close()
+
+    return handle
+
+
+@pytest.mark.parametrize("answer_fresh", [True, False])
+def test_a_reused_connection_dropped_before_any_reply_is_sent_again_a_fresh_one_is_not(answer_fresh):
+    """The request written into a kept-alive connection the server had already closed goes again on a new one; a
+    fresh connection closed without a reply is that request's failure (the server got it), and it is not resent."""
+
+    async def three() -> tuple[list[RequestRecord], int]:
+        connections: list[int] = []
+        server = await asyncio.start_server(_serve_then_drop(connections, answer_fresh), "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        clock = RunClock()
+        client = OpenAIClient(ClientConfig(url, model="m"), clock)
+        out = [await client.send(PreparedRequest(i, "x", 1, 1), clock.now()) for i in range(3)]
+        await client.close()
+        server.close()
+        return out, len(connections)
+
+    records, connections = asyncio.run(three())
+    if answer_fresh:
+        assert [r.status for r in records] == ["ok"] * 3
+        assert connections == 3  # each later request dropped once on the reused connection, then sent on a new one
+    else:
+        assert [failure_reason(r.error) for r in records] == [reasons.CLOSED_BEFORE_RESPONSE] * 3
+        assert connections == 3  # one each: never sent again

@@ -113,19 +113,23 @@ class _Failure(Exception):
 
 
 # A kept-alive connection the server closed after its last reply (llama.cpp's server does, without saying so) fails
-# the next request's write; a request that could not be written never reached the server, so it is sent again on
-# another connection (a failure after the write, or after any response byte, is the request's outcome).
+# the next request: its write fails, or the write lands in a socket the server no longer reads and the connection
+# ends before any response byte.  Such a request never reached the server, so it is sent again on another
+# connection.  A failure after any response byte, or on a fresh connection, is the request's outcome.
 STALE_RETRIES = 4
-STALE_DETAIL = f"the request could not be written on any of {STALE_RETRIES + 1} connections (closed by the server)"
+STALE_DETAIL = f"the request could not be delivered on any of {STALE_RETRIES + 1} connections (closed by the server)"
 
 
 class _Stale(Exception):
-    """The request could not be written: the connection had been closed by the server."""
+    """The request never reached the server: the connection had been closed by the server."""
 
 
-def _unwritten(exc: BaseException) -> bool:
-    """Whether aiohttp failed to write the request (so the server cannot have received it)."""
-    return isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc)
+def _unwritten(exc: BaseException, trace_ctx: dict[str, float]) -> bool:
+    """Whether the server cannot have received the request: aiohttp failed to write it, or a reused connection
+    ended before any response (the server had closed it while idle, as aiohttp assumes for idempotent requests)."""
+    if isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc):
+        return True
+    return isinstance(exc, aiohttp.ServerDisconnectedError) and "reused" in trace_ctx
 
 
 class OpenAIClient:
@@ -137,6 +141,7 @@ class OpenAIClient:
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(self._sent)
         trace.on_request_chunk_sent.append(self._sent)
+        trace.on_connection_reuseconn.append(self._reused)
         self._connector = aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300, force_close=False)
         self._session = aiohttp.ClientSession(
             connector=self._connector,
@@ -155,6 +160,12 @@ class OpenAIClient:
         holder = ctx.trace_request_ctx
         if holder is not None:
             holder["sent"] = time.perf_counter()
+
+    @staticmethod
+    async def _reused(session: Any, ctx: Any, params: Any) -> None:
+        holder = ctx.trace_request_ctx
+        if holder is not None:
+            holder["reused"] = 1.0
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -271,7 +282,7 @@ class OpenAIClient:
             raise _Failure("error", reasons.CANNOT_CONNECT, str(exc)) from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
             # a reset, a disconnect, a broken pipe: before the headers or after them
-            if state.headers_at is None and _unwritten(exc):
+            if state.headers_at is None and _unwritten(exc, trace_ctx):
                 raise _Stale from None
             if state.done:
                 return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
