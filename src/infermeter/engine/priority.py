@@ -11,9 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Literal
 
-from pydantic import Field
-
-from infermeter.engine.iteration import ContinuousBatching, IterationConfig
+from infermeter.engine.iteration import ContinuousBatching, ContinuousConfig
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.scheduler import EngineLimits
 from infermeter.engine.step import EngineState
@@ -50,11 +48,10 @@ class PriorityShortestFirst(ContinuousBatching):
         return max(engine.running, key=rank)
 
 
-class PriorityConfig(IterationConfig):
+class PriorityConfig(ContinuousConfig):
     """priority: continuous batching served by request priority, then shortest predicted job first."""
 
-    name: Literal["priority"] = "priority"
-    max_batched_tokens: int = Field(default=8192, gt=0, description="prompt tokens one prefill step may take")
+    name: Literal["priority"] = "priority"  # type: ignore[assignment]
 
     def build(self, limits: EngineLimits) -> PriorityShortestFirst:
         return PriorityShortestFirst(self.max_num_seqs, self.max_batched_tokens)
