@@ -167,3 +167,20 @@ def test_a_section_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
     scenario.write_text("emulator: {speeed: 2}\n")
     with pytest.raises(UserError, match=r"unknown key emulator\.speeed: the keys are model, engine, .*speed"):
         run_config(scenario, {})
+
+
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        ("emulator: {faults: [{kind: http_429, foo: 1}]}", "kind, share, at, stall_s, retry_after_s"),
+        ("emulator: {engine: {scheduler: {name: multi_bin_dynamic, foo: 1}}}", "name, b_min, b_max, .*learn_requests"),
+        ("emulator: {engine: {scheduler: {name: priority, foo: 1}}}", "name, max_num_seqs, max_batched_tokens"),
+    ],
+)
+def test_an_unknown_key_deep_in_a_list_or_a_named_config_is_named_with_its_neighbours(tmp_path, text, keys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text + "\n")
+    with pytest.raises(
+        UserError, match=rf"^--config .*s\.yaml: unknown key emulator\.[a-z.0-9]*foo: the keys are {keys}$"
+    ):
+        run_config(scenario, {})

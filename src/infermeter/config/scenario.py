@@ -4,7 +4,8 @@ then the command line's options, each overriding the key it names; the result is
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -84,21 +85,61 @@ def run_config(
         message = str(first["msg"]).removeprefix("Value error, ")
         loc = [str(x) for x in first["loc"]]
         if first["type"] == "extra_forbidden":
-            raise UserError(f"--config {path}: unknown key {'.'.join(loc)}: the keys are {_keys_beside(loc)}") from None
+            keys = _keys_beside(loc, data)
+            raise UserError(f"--config {path}: unknown key {'.'.join(loc)}: the keys are {keys}") from None
         if len(loc) < 2 and first["type"] == "value_error":  # a rule across options: its message names them
             raise UserError(message + (f" (--config {path})" if path is not None else "")) from None
         raise UserError(f"--config {path}: {'.'.join(loc)}: {message}") from None
 
 
-def _keys_beside(loc: list[str]) -> str:
-    """The keys a scenario may hold where an unknown one was found."""
+def _keys_beside(loc: list[str], data: Any) -> str:
+    """The keys a scenario may hold where an unknown one was found (pydantic's error location, walked through
+    models, optional values, list items, tagged unions and configs chosen by their `name`, as schedulers are)."""
     model: Any = RunConfig
     for key in loc[:-1]:
-        field = model.model_fields.get(key) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        inner = [a for a in getattr(field.annotation, "__args__", (field.annotation,)) if a is not type(None)]
-        model = inner[0] if field is not None and inner else None
+        model = _inside(model, key)
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and key.isdigit() and int(key) < len(data):
+            data = data[int(key)]
+        if _is_model(model) and isinstance(data, dict) and isinstance(data.get("name"), str):
+            model = _named(model, data["name"]) or model
+    model = _inside(model, None)
     fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
     return ", ".join(fields) or "those of `infermeter run --help`"
+
+
+def _inside(model: Any, key: str | None) -> Any:
+    """What `key` of `model` holds (the model itself unwrapped from Optional when key is None); None if unknown."""
+    if get_origin(model) in (Union, UnionType):
+        members = [a for a in get_args(model) if a is not type(None)]
+        if len(members) == 1:
+            return _inside(members[0], key)
+        tagged = [m for m in members if _is_model(m) and getattr(m.model_fields.get("name"), "default", None) == key]
+        return tagged[0] if len(tagged) == 1 else None  # the key is the tag pydantic puts in the location
+    if key is None:
+        return model
+    if get_origin(model) in (list, tuple) and key.isdigit():
+        return next(iter(get_args(model)), None)
+    if _is_model(model):
+        field = model.model_fields.get(key)
+        return field.annotation if field is not None else None
+    return None
+
+
+def _named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The subclass of `base` whose `name` is `name` (a scheduler's config, say)."""
+    for sub in base.__subclasses__():
+        if getattr(sub.model_fields.get("name"), "default", None) == name:
+            return sub
+        found = _named(sub, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _emulator(block: Any, path: Path | None) -> EmulatorConfig:
