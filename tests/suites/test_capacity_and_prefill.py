@@ -192,12 +192,24 @@ def test_capacity_replays_a_trace_scaled_to_each_probes_rate(tmp_path):
         assert [b - a for a, b in itertools.pairwise(sched)] == pytest.approx(want, abs=1e-6)
 
 
-def test_profile_prefill_command_on_the_embedded_emulator(tmp_path):
-    """Without --url the command profiles the embedded emulator and saves a curve that says which count it fits."""
+@pytest.mark.parametrize("backend", ["openai", "grpc"])
+def test_profile_prefill_command_on_the_embedded_emulator(tmp_path, backend):
+    """Without --url the command profiles the embedded emulator (over either transport) and fits the count the
+    emulator declares its own (option A: its tokenizer, named in its settings)."""
     out = tmp_path / "curve.json"
     p = infermeter(
-        "profile-prefill", "--lengths", "64,256,1024", "--repeats", "1", "--decode-tokens", "1", "--out", out
+        "profile-prefill",
+        "--backend",
+        backend,
+        "--lengths",
+        "64,256,1024",
+        "--repeats",
+        "1",
+        "--decode-tokens",
+        "1",
+        "--out",
+        out,
     )
     assert p.returncode == 0, p.stderr
     curve = orjson.loads(out.read_bytes())
-    assert curve["tokenizer"] == "cl100k_base" and curve["counting_method"] in ("A", "B")
+    assert (curve["tokenizer"], curve["counting_method"]) == ("cl100k_base", "A")

@@ -227,10 +227,15 @@ def profile_prefill_cmd(
     def on_point(length: int, ttft: float | None) -> None:
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
-    with target(url, emu, backend) as (target_url, _, _):
+    with target(url, emu, backend) as (target_url, sut, _):
         cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
-        cfg.model = cfg.model or run_async(discover_model(cfg))
-        curve = run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend, tokenizer))
+        cfg.model = cfg.model or str(sut.get("model") or "")  # the embedded emulator's
+        if not cfg.model:
+            if backend != "openai":
+                raise UserError(f"--backend {backend} cannot list the server's models: give --model")
+            cfg.model = run_async(discover_model(cfg))
+        declared = sut.get("tokenizer")
+        curve = run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend, tokenizer, declared))
     try:
         curve.save(out)
     except OSError as exc:

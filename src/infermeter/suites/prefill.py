@@ -31,12 +31,15 @@ async def profile_prefill(
     on_point: Callable[[int, float | None], None] | None = None,
     backend: str = "openai",
     tokenizer: str | None = None,
+    declared: str | None = None,
 ) -> PrefillCurve:
     """One request at a time (no other load), `repeats` per length, each prompt unique so no prefix cache hits.
-    `tokenizer` as a run's --tokenizer: None takes the server's declared one, else the shipped cl100k_base."""
-    declared = await declared_tokenizer(
-        config.base_url if backend == "openai" else None, config.model, config.headers()
-    )
+    `tokenizer` as a run's --tokenizer: None takes the one the server declares (`declared`, as the embedded
+    emulator's settings say, else its /v1/models over HTTP), else the shipped cl100k_base."""
+    if declared is None:
+        declared = await declared_tokenizer(
+            config.base_url if backend == "openai" else None, config.model, config.headers()
+        )
     counting = choose_counting(tokenizer, declared)
     prompter = ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=7)
     client = open_backend(backend, config, RunClock())
