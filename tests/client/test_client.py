@@ -255,44 +255,11 @@ def test_endpoints_keep_the_base_urls_path_and_query(base, want):
     assert endpoint(base, "/v1/models") == want
 
 
-async def _close_after_each_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """One request per connection: read it, stream a reply, close without saying so (as llama.cpp's server does)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
-    await reader.readexactly(length)
+def _reply(writer: asyncio.StreamWriter, *texts: bytes) -> None:
+    """A whole streamed reply: one event per text, then [DONE]."""
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-    events = [b'data: {"choices":[{"text":"%s"}]}\n\n' % t for t in (b" a", b" b")] + [b"data: [DONE]\n\n"]
+    events = [b'data: {"choices":[{"text":"%s"}]}\n\n' % t for t in texts] + [b"data: [DONE]\n\n"]
     for event in events:
-        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-    writer.write(b"0\r\n\r\n")
-    await writer.drain()
-    writer.close()
-
-
-def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_again(monkeypatch):
-    """A kept-alive connection the server closed after its reply fails the next write: that request never reached
-    the server, so it goes again on a fresh connection; without that, every second request of a closed loop fails."""
-
-    async def twenty() -> list[RequestRecord]:
-        server = await asyncio.start_server(_close_after_each_reply, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        clock = RunClock()
-        client = OpenAIClient(ClientConfig(url, model="m"), clock)
-        out = [await client.send(PreparedRequest(i, "x", 1, 2), clock.now()) for i in range(20)]
-        await client.close()
-        server.close()
-        return out
-
-    records = asyncio.run(twenty())
-    assert [r.status for r in records] == ["ok"] * 20 and all(r.output_tokens == 2 for r in records)
-    monkeypatch.setattr(openai_sse, "STALE_RETRIES", 0)  # the same without sending again: the failure it prevents
-    failed = [r for r in asyncio.run(twenty()) if r.status != "ok"]
-    assert failed and all(failure_reason(r.error) == reasons.CLOSED_BEFORE_RESPONSE for r in failed)
-
-
-def _reply(writer: asyncio.StreamWriter) -> None:
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-    for event in (b'data: {"choices":[{"text":" a"}]}\n\n', b"data: [DONE]\n\n"):
         writer.write(b"%x\r\n%s\r\n" % (len(event), event))
     writer.write(b"0\r\n\r\n")
 
@@ -303,6 +270,39 @@ async def _read_request(reader: asyncio.StreamReader) -> None:
     await reader.readexactly(length)
 
 
+async def _one_at_a_time(handler, n: int, output_tokens: int) -> list[RequestRecord]:
+    """n requests, one after another, from one client to a loopback server running `handler` per connection."""
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    clock = RunClock()
+    client = OpenAIClient(ClientConfig(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", model="m"), clock)
+    out = [await client.send(PreparedRequest(i, "x", 1, output_tokens), clock.now()) for i in range(n)]
+    await client.close()
+    server.close()
+    return out
+
+
+async def _close_after_each_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One request per connection: read it, stream a reply, close without saying so (as llama.cpp's server does)."""
+    await _read_request(reader)
+    _reply(writer, b" a", b" b")
+    await writer.drain()
+    writer.close()
+
+
+def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_again(monkeypatch):
+    """A kept-alive connection the server closed after its reply fails the next write: that request never reached
+    the server, so it goes again on a fresh connection; without that, every second request of a closed loop fails."""
+
+    def twenty() -> list[RequestRecord]:
+        return asyncio.run(_one_at_a_time(_close_after_each_reply, 20, output_tokens=2))
+
+    records = twenty()
+    assert [r.status for r in records] == ["ok"] * 20 and all(r.output_tokens == 2 for r in records)
+    monkeypatch.setattr(openai_sse, "STALE_RETRIES", 0)  # the same without sending again: the failure it prevents
+    failed = [r for r in twenty() if r.status != "ok"]
+    assert failed and all(failure_reason(r.error) == reasons.CLOSED_BEFORE_RESPONSE for r in failed)
+
+
 def _serve_then_drop(connections: list[int], answer_fresh: bool):
     """Answers the first request of a connection (or not, with answer_fresh False), then ends the connection when
     the next one arrives without a byte of response: a server that had closed the idle connection just before."""
@@ -311,7 +311,7 @@ def _serve_then_drop(connections: list[int], answer_fresh: bool):
         connections.append(1)
         await _read_request(reader)
         if answer_fresh:
-            _reply(writer)
+            _reply(writer, b" a")
             await writer.drain()
             with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
                 await _read_request(reader)
@@ -325,18 +325,9 @@ def test_a_reused_connection_dropped_before_any_reply_is_sent_again_a_fresh_one_
     """The request written into a kept-alive connection the server had already closed goes again on a new one; a
     fresh connection closed without a reply is that request's failure (the server got it), and it is not resent."""
 
-    async def three() -> tuple[list[RequestRecord], int]:
-        connections: list[int] = []
-        server = await asyncio.start_server(_serve_then_drop(connections, answer_fresh), "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        clock = RunClock()
-        client = OpenAIClient(ClientConfig(url, model="m"), clock)
-        out = [await client.send(PreparedRequest(i, "x", 1, 1), clock.now()) for i in range(3)]
-        await client.close()
-        server.close()
-        return out, len(connections)
-
-    records, connections = asyncio.run(three())
+    opened: list[int] = []
+    records = asyncio.run(_one_at_a_time(_serve_then_drop(opened, answer_fresh), 3, output_tokens=1))
+    connections = len(opened)
     if answer_fresh:
         assert [r.status for r in records] == ["ok"] * 3
         assert connections == 3  # each later request dropped once on the reused connection, then sent on a new one
