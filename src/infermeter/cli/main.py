@@ -24,8 +24,17 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+_ARGV: list[str] = []
+
+
+def invocation() -> list[str]:
+    """The arguments this process was started with (a report's reproduction section repeats them)."""
+    return list(_ARGV)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback (README, "Exit codes")."""
+    _ARGV[:] = sys.argv[1:] if argv is None else argv
     secrets.register(os.environ.get("OPENAI_API_KEY"))
     with contextlib.suppress(ValueError):  # not the main thread (tests calling main in-process)
         signal.signal(signal.SIGTERM, _on_sigterm)

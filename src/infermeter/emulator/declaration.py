@@ -1,0 +1,28 @@
+"""How the embedded emulator declares itself as a system under test (run.json's `sut` block, draft 4.1 and
+5.1.2.3): its engine model as the hardware, its scheduler as the software, its prefix caching and guardrails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infermeter.emulator.config import EmulatorConfig
+
+
+def sut_declaration(emu: EmulatorConfig) -> dict[str, Any]:
+    """The SUT fields of a run against this emulator (`emulated` marks the run kind, `model` names its model)."""
+    engine = emu.engine
+    sut: dict[str, Any] = {
+        "emulated": True,
+        "model": emu.model,
+        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
+        "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
+        "boundary": "Model Engine",
+        "tokenizer": emu.tokenizer,
+        "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
+        "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
+        if emu.input_filter_ms or emu.output_filter_ms
+        else "none",
+    }
+    if emu.faults:
+        sut["faults"] = [f.model_dump(exclude_defaults=True) for f in emu.faults]
+    return sut

@@ -1,0 +1,97 @@
+"""The console report of a test suite, laid out as the IETF draft's Appendix C.2 full report: system identification,
+test configuration, results, detailed results (the test's tables), methodology compliance, reproduction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infermeter.report.console import ITL_OPTION_NAMES
+from infermeter.report.console import _counting_text as counting_text
+from infermeter.report.console import _warmup_text as warmup_text
+from infermeter.report.tables import grid
+from infermeter.run_info import RunInfo
+from infermeter.suites.framework import SuiteResult
+
+NOT_DECLARED = "not declared"
+QUICK_BANNER = (
+    "--quick: durations and counts are scaled down for a demonstration; the figures show the effect, and the "
+    "verdict cannot be compliant"
+)
+
+
+def _distinct(values: Sequence[object]) -> str:
+    seen = list(dict.fromkeys(str(v) for v in values if v is not None))
+    return "; ".join(seen) if seen else NOT_DECLARED
+
+
+def _system(infos: Sequence[RunInfo]) -> list[str]:
+    sut = [i.sut for i in infos]
+    return [
+        "1. System Identification",
+        f"- Model: {_distinct([s.model for s in sut])}",
+        f"- Hardware: {_distinct([s.hardware for s in sut])}",
+        f"- Software: {_distinct([s.software for s in sut])}",
+        f"- SUT Boundary: {_distinct([s.boundary for s in sut])}",
+        f"- Target: {_distinct(['embedded emulator' if i.kind == 'emulated' else i.sut.url for i in infos])}",
+    ]
+
+
+def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
+    first = infos[0]
+    lines = [
+        "2. Test Configuration",
+        f"- Workloads: {_distinct([i.workload.name for i in infos])} "
+        f"(seed {_distinct([i.workload.seed for i in infos])})",
+        f"- Content: {_distinct([(i.workload.spec or {}).get('content') for i in infos])}",
+        f"- Runs: {len(infos)}; load per run: {_distinct([i.load.description for i in infos][:3])}"
+        + (" ..." if len({i.load.description for i in infos}) > 3 else ""),
+        f"- Requests per run: {_distinct([i.load.requests for i in infos])}",
+        f"- Warm-up: {warmup_text(first.warmup)}",
+        f"- Prefix caching: {_distinct([i.sut.prefix_caching for i in infos])}",
+        f"- Guardrails: {_distinct([i.sut.guardrails for i in infos])}",
+        f"- {counting_text(first.tokenizer)}",
+        f"- ITL measured with {_distinct([ITL_OPTION_NAMES[i.itl_option] for i in infos])}",
+        f"- Clock: {first.clock}; synchronization: {_distinct([getattr(i.sut, 'clock_sync', None) for i in infos])}",
+    ]
+    rtt = [getattr(getattr(i, "network", None), "rtt_ms_median", None) for i in infos]
+    if any(r is not None for r in rtt):
+        got = [r for r in rtt if r is not None]
+        lines.append(f"- Network RTT (TCP connect, median per run): {min(got):.3f}-{max(got):.3f} ms (not subtracted)")
+    params = ", ".join(f"{k}={v}" for k, v in result.params.items())
+    lines.append(f"- Setup parameters: {params}")
+    return lines
+
+
+def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
+    """The whole report as text; `infos` are the runs' run.json in the order the suite ran them."""
+    head = f"=== infermeter test {result.suite}: {result.title} ({result.reference}) ==="
+    lines = [head, ""]
+    if result.quick:
+        lines += [QUICK_BANNER, ""]
+    if infos:
+        lines += [*_system(infos), "", *_configuration(result, infos), ""]
+    lines.append("3. Results")
+    lines += [f"- {f}" for f in result.analysis.findings] or ["- (no results)"]
+    lines += [f"- note: {n}" for n in result.analysis.notes]
+    lines += ["", "4. Detailed Results", ""]
+    for table in result.analysis.tables:
+        lines += [grid(table.headers, table.rows, table.caption)]
+        lines += [f"  {n}" for n in table.notes]
+        lines.append("")
+    for plot in result.analysis.plots:
+        lines += [plot, ""]
+    lines.append("5. Methodology Compliance")
+    rows = [[r.level, r.section, r.text, "met" if r.met else "NOT MET", r.reason] for r in result.requirements]
+    lines += [grid(["Level", "Section", "Requirement", "Status", "Reason"], rows), ""]
+    lines.append(f"Verdict: {result.verdict} ({result.reference}; the IETF draft's section 2 defines the verdicts)")
+    reused = sum(r.reused for r in result.runs)
+    lines += [
+        "",
+        "6. Reproduction",
+        f"- Command: {result.command}",
+        f"- Suite directory: {result.directory} (suite.json, suite-settings.json, runs/*/run.json)",
+        f"- Runs: {len(result.runs)}" + (f", {reused} reused from an earlier start" if reused else ""),
+        "",
+        "=== End Report ===",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""What several suites share: the load a user gives a suite, latency rows in the draft's units, and the
+requirements on sample counts and durations that recur across section 5."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from infermeter.config import checks
+from infermeter.config.section import Flag
+from infermeter.errors import UserError
+from infermeter.metrics.summary_model import Stats
+from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.framework import Requirement, SuiteParams
+from infermeter.suites.lab import Run
+
+EMULATOR_RATE = 20.0  # req/s: the embedded emulator's default engine carries it with room to spare
+
+
+class LoadParams(SuiteParams):
+    """A test measured at one load: an open-loop rate or a closed-loop concurrency."""
+
+    rate: Annotated[float | None, Flag("open loop: requests per second (Poisson arrivals)", checks.RATE)] = None
+    concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
+
+    def load(self, embedded: bool) -> dict[str, Any]:
+        """The load section of a run; the embedded emulator has a default rate, a server needs one given."""
+        if self.rate is not None and self.concurrency is not None:
+            raise UserError("give either --rate (open loop) or --concurrency (closed loop), not both")
+        if self.concurrency is not None:
+            return {"concurrency": self.concurrency}
+        if self.rate is None and not embedded:
+            raise UserError("give the load: --rate R (open loop) or --concurrency C (closed loop)")
+        return {"rate": self.rate if self.rate is not None else EMULATOR_RATE}
+
+
+def percentiles_row(name: str, stats: Stats, ps: tuple[float, ...] = (50.0, 95.0, 99.0)) -> list[str]:
+    return [name, *[fmt_ms(stats.percentile(p)) for p in ps]]
+
+
+def requirement(level: str, section: str, text: str, met: bool, reason: str) -> Requirement:
+    return Requirement(level=level, section=section, text=text, met=met, reason=reason)  # type: ignore[arg-type]
+
+
+def at_least(level: str, section: str, text: str, have: float, need: float, unit: str) -> Requirement:
+    """A minimum the draft sets (samples, seconds, requests), met or not, with both figures."""
+    return requirement(level, section, text, have >= need, f"{have:g} {unit} (the draft asks for >= {need:g})")
+
+
+def success(run: Run) -> str:
+    return fmt_pct(run.summary.requests.success_rate)

@@ -1,0 +1,62 @@
+"""A suite from start to report: claim (or resume) its directory, run its procedure, analyse, judge compliance, and
+keep the result as suite.json beside the runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from infermeter import resumable
+from infermeter.errors import UserError
+from infermeter.records import holds_run
+from infermeter.run_info import wall_clock_iso
+from infermeter.suites.disclosures import common_requirements
+from infermeter.suites.framework import Suite, SuiteParams, SuiteResult, verdict
+from infermeter.suites.lab import Lab
+
+SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite
+RESULT = "suite.json"
+
+
+def claim_suite_dir(out: Path, settings: dict[str, Any], what: str) -> bool:
+    """Start a suite in `out`, or resume the one there if it has the same settings; True when resuming."""
+    if holds_run(out):
+        raise UserError(f"--out {out} holds a single run, not a test suite: choose another directory")
+    if not (out / SETTINGS).exists() and out.is_dir() and any(out.iterdir()):
+        raise UserError(f"--out {out} is not empty and holds no test suite: choose a new directory")
+    return resumable.claim(out, SETTINGS, settings, what)
+
+
+def execute(suite: Suite, lab: Lab, params: SuiteParams, quick: bool, command: str) -> SuiteResult:
+    """Run the suite's procedure in `lab`, analyse it and judge it; suite.json is written before returning."""
+    started = wall_clock_iso()
+    measured = suite.procedure(lab, params)
+    analysis = suite.analyze(measured, params)
+    requirements = suite.requirements(measured, analysis, params, quick)
+    requirements += common_requirements([r.info for r in lab.runs], quick)
+    result = SuiteResult(
+        suite=suite.name,
+        section=suite.section,
+        reference=getattr(suite, "reference", f"IETF draft, section {suite.section}"),
+        title=suite.title,
+        quick=quick,
+        params=params.model_dump(mode="json"),
+        command=command,
+        directory=str(lab.out),
+        runs=[{"key": r.key, "label": r.label, "run_dir": str(r.run_dir), "reused": r.reused} for r in lab.runs],
+        analysis=analysis,
+        requirements=requirements,
+        verdict=verdict(requirements),
+        started_at=started,
+        finished_at=wall_clock_iso(),
+    )
+    save(lab.out, result)
+    return result
+
+
+def save(out: Path, result: SuiteResult) -> None:
+    """suite.json, replaced atomically (a kill mid-write leaves the previous one)."""
+    tmp = out / (RESULT + ".tmp")
+    tmp.write_text(result.model_dump_json(indent=2))
+    os.replace(tmp, out / RESULT)

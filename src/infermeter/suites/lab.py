@@ -1,0 +1,196 @@
+"""Where a suite's runs happen: each run is an ordinary run directory under the suite's directory, a run already
+finished there is reused (so an interrupted suite resumes where it stopped, with decisions replaying identically),
+and the target is the given URL or an embedded emulator kept running while consecutive runs share its configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from infermeter.config.run import RunConfig
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.emulator.declaration import sut_declaration
+from infermeter.errors import ExitCode, Stopped, UserError
+from infermeter.metrics import RecordColumns, Summary, summarize
+from infermeter.metrics.fluidity import parse_deadlines
+from infermeter.metrics.summary_model import parse_summary
+from infermeter.records import RECORDS, SUMMARY, read_run_info
+from infermeter.run_info import RunInfo
+from infermeter.workload.spec import WorkloadSpec
+
+RUNS = "runs"
+WORKLOADS = "workloads"
+STOP_CODES = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
+
+
+def completed(run_dir: Path) -> bool:
+    """A run that ran to its end (sealed records, not stopped by a signal or a full disk) can be reused."""
+    if not (run_dir / RECORDS).is_file():
+        return False
+    try:
+        return read_run_info(run_dir).stopped is None
+    except UserError:
+        return False
+
+
+@dataclass
+class Run:
+    """A finished run of the suite: its directory, its summary and run.json, and its records on demand."""
+
+    key: str
+    label: str
+    run_dir: Path
+    summary: Summary
+    info: RunInfo
+    reused: bool = False
+    _cols: RecordColumns | None = field(default=None, repr=False)
+
+    def columns(self) -> RecordColumns:
+        if self._cols is None:
+            self._cols = RecordColumns.of_run(self.run_dir, self.info)
+        return self._cols
+
+
+def read_run(key: str, label: str, run_dir: Path, reused: bool) -> Run:
+    """A finished run directory as a Run (its summary.json, or the summary computed again when it has none)."""
+    info = read_run_info(run_dir)
+    path = run_dir / SUMMARY
+    if path.is_file():
+        import orjson
+
+        summary = parse_summary(orjson.loads(path.read_bytes()), str(path))
+    else:
+        deadlines = parse_deadlines(info.deadlines) if info.deadlines else None
+        summary = summarize(RecordColumns.of_run(run_dir, info), info.itl_option, info.slo, deadlines)
+    return Run(key, label, run_dir, summary, info, reused)
+
+
+class Lab:
+    """Runs for one suite in `out`; `base` holds the target, tokenizer, seed, monitors and disclosures the user gave,
+    `emulator` the embedded emulator's configuration when no URL was given."""
+
+    def __init__(
+        self, out: Path, base: RunConfig, emulator: EmulatorConfig | None, progress: bool, console: Console
+    ) -> None:
+        self.out = out
+        self.base = base
+        self.emulator = emulator if base.target.url is None else None
+        self.progress = progress
+        self.console = console
+        self.runs: list[Run] = []
+        self._stack = contextlib.ExitStack()
+        self._running: tuple[str, str, dict[str, Any], str] | None = None  # config json, url, sut, metrics url
+
+    @property
+    def embedded(self) -> bool:
+        return self.base.target.url is None
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+        self._running = None
+
+    def workload(self, name: str, spec: WorkloadSpec) -> str:
+        """Write a workload the suite composed to the suite's directory; the run configuration names the file, so
+        run.json reproduces the run."""
+        path = self.out / WORKLOADS / f"{name}.json"
+        text = spec.model_dump_json(indent=2)
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return str(path.resolve())
+
+    def config(
+        self,
+        *,
+        emulator: EmulatorConfig | None = None,
+        url: str | None = None,
+        workload: dict[str, Any] | None = None,
+        load: dict[str, Any] | None = None,
+    ) -> RunConfig:
+        """The base configuration with this run's workload and load fields (and its emulator or URL)."""
+        base = self.base
+        data = base.model_dump(mode="python")
+        data["workload"] = {**data["workload"], "workload": None, "input_tokens": None, "output_tokens": None}
+        data["workload"].update(workload or {})
+        data["load"] = {**RunConfig().load.model_dump(), "warmup": base.load.warmup, **(load or {})}
+        if url is not None:
+            data["target"] = {**data["target"], "url": url}
+            data["emulator"] = None
+        elif self.embedded:
+            data["emulator"] = (emulator or self.emulator or EmulatorConfig()).model_dump(mode="python")
+        try:
+            return RunConfig.model_validate(data).resolved()
+        except ValueError as exc:
+            raise UserError(f"the suite built an invalid run configuration: {exc}") from None
+
+    def run(self, key: str, label: str, cfg: RunConfig, fresh: bool = False) -> Run:
+        """The run named `key`: reused when its directory holds a finished run, else measured now.  `fresh` restarts
+        the embedded emulator first (an empty prefix cache, an idle engine)."""
+        run_dir = self.out / RUNS / key
+        n = len(self.runs) + 1
+        if completed(run_dir):
+            run = read_run(key, label, run_dir, reused=True)
+            self.console.print(f"[{n}] {label}: reused {run_dir}", highlight=False)
+        else:
+            if run_dir.exists():  # an interrupted run: measured again from scratch
+                shutil.rmtree(run_dir)
+            self.console.print(f"[{n}] {label} ...", highlight=False)
+            self._measure(cfg, run_dir, fresh)
+            run = read_run(key, label, run_dir, reused=False)
+        self.runs.append(run)
+        return run
+
+    def _measure(self, cfg: RunConfig, run_dir: Path, fresh: bool) -> None:
+        from infermeter.load.run import benchmark
+
+        opts = cfg.options(run_dir, self.progress)
+        opts.url, opts.sut, opts.metrics_url = self._target(cfg, fresh)
+        result = _run_async(benchmark(opts))
+        if result.stopped is not None or result.disk_failure is not None:
+            why = result.disk_failure or result.stopped
+            raise Stopped(
+                f"the suite stopped during {run_dir.name} ({why}); the runs finished so far are kept in {self.out}: "
+                "run the same command again to resume",
+                STOP_CODES.get(str(result.stopped), ExitCode.INCOMPLETE),
+            )
+
+    def _target(self, cfg: RunConfig, fresh: bool) -> tuple[str, dict[str, Any], str]:
+        """The URL to load, the SUT declaration and the /metrics base URL; starts or restarts the emulator."""
+        if cfg.target.url is not None:
+            return cfg.target.url, {}, cfg.target.url
+        emu = cfg.emulator or EmulatorConfig()
+        if cfg.target.backend == "grpc":
+            emu = emu.model_copy(update={"grpc_port": 0})
+        key = emu.model_dump_json()
+        if self._running is not None and self._running[0] == key and not fresh:
+            return self._running[1], self._running[2], self._running[3]
+        self.close()
+        self._stack = contextlib.ExitStack()
+        from infermeter.emulator.process import emulator_process
+
+        process = self._stack.enter_context(emulator_process(emu, pin_cpus=True))
+        url = process.grpc_target if cfg.target.backend == "grpc" and process.grpc_target else process.url
+        self._running = (key, url, sut_declaration(emu), process.url)
+        return url, self._running[2], process.url
+
+
+def _run_async(coro: Any) -> Any:
+    """A run on uvloop when available, as the CLI runs them."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        return asyncio.run(coro)
+    return uvloop.run(coro)

@@ -1,0 +1,21 @@
+"""The test suites by name (`infermeter test NAME`): each lives in its own module, imported when it is asked for."""
+
+from __future__ import annotations
+
+import importlib
+
+from infermeter.errors import UserError
+from infermeter.suites.framework import Suite
+
+# name -> (module, the draft's section, one line for --list); the module defines SUITE
+SUITES: dict[str, tuple[str, str, str]] = {
+    "ttft": ("infermeter.suites.ttft", "5.1", "time to first token: Tables 1-2, queue and prefill components"),
+    "grid": ("infermeter.suites.grid", "exo", "exo bench's grid: prompt x generation x concurrency, repeats"),
+}
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise UserError(f"no test suite named {name!r}: the suites are {', '.join(SUITES)} (infermeter test --list)")
+    module = importlib.import_module(SUITES[name][0])
+    return module.SUITE  # type: ignore[no-any-return]
