@@ -14,7 +14,7 @@ import pytest
 from infermeter.errors import ExitCode
 from infermeter.records import JOURNAL, RunInfo, write_records
 from infermeter.sim.experiments import STEP1_CSV
-from infermeter.suites.capacity import completed
+from infermeter.suites.lab import completed
 from tests.cli import infermeter
 
 SWEEP = ["sim-sweep", "--requests", "20000", "--gpus", "1,2,4", "--bins", "1,2,4,8", "--step", "1", "--rate", "30"]
@@ -113,3 +113,39 @@ def test_only_a_probe_that_ran_to_its_end_is_reused(tmp_path, stopped, reusable)
 
     write_records(tmp_path, RunInfo(kind="test", stopped=stopped), [RequestRecord(request_id=0)])
     assert completed(tmp_path) is reusable
+
+
+def test_a_suite_killed_mid_run_resumes_with_its_finished_runs_and_the_same_tables(tmp_path):
+    """`infermeter test grid` killed while its third run writes records: the restart reuses the two finished runs,
+    measures the third again, and a further start reuses all three and prints the same tables."""
+    from infermeter.suites.framework import SuiteResult
+
+    out = tmp_path / "grid"
+    cmd = [sys.executable, "-m", "infermeter", "test", "grid", "--pp", "64", "--tg", "16", "--concurrency", "1,2,4"]
+    cmd += ["--repeat", "1", "--warmup", "2", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    third = out / "runs" / "pp64-tg16-c4-r1"
+    kill_when(proc, lambda: (third / JOURNAL).is_file() or (third / "sent.ledger").is_file())
+    assert not (out / "suite.json").exists() and not completed(third)
+    finished = [d.name for d in (out / "runs").iterdir() if completed(d)]
+    assert sorted(finished) == ["pp64-tg16-c1-r1", "pp64-tg16-c2-r1"]
+
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    first = SuiteResult.model_validate_json((out / "suite.json").read_text())
+    assert [(r.key, r.reused) for r in first.runs] == [
+        ("pp64-tg16-c1-r1", True),
+        ("pp64-tg16-c2-r1", True),
+        ("pp64-tg16-c4-r1", False),
+    ]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    second = SuiteResult.model_validate_json((out / "suite.json").read_text())
+    assert all(r.reused for r in second.runs)
+    assert second.analysis.tables == first.analysis.tables
+    assert (
+        "4. Detailed Results" in again.stdout
+        and again.stdout.split("4. Detailed Results")[1].split("5. Methodology")[0]
+        == resumed.stdout.split("4. Detailed Results")[1].split("5. Methodology")[0]
+    )

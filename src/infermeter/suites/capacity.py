@@ -20,7 +20,8 @@ import orjson
 from infermeter import resumable
 from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, Summary, summarize
-from infermeter.records import RECORDS, holds_run, read_run_info
+from infermeter.records import holds_run, read_run_info
+from infermeter.suites.lab import completed
 from infermeter.suites.slo import Slo
 
 SETTINGS = "search.json"  # what the probes were measured under: a resumed search must be the same search
@@ -59,16 +60,6 @@ def claim_search_dir(out: Path, settings: dict[str, Any]) -> None:
     if not (out / SETTINGS).exists() and out.is_dir() and any(out.iterdir()):
         raise UserError(f"--out {out} is not empty and holds no capacity search: choose a new directory")
     resumable.claim(out, SETTINGS, settings, "capacity search")
-
-
-def completed(run_dir: Path) -> bool:
-    """A probe that ran to its end (sealed records, not stopped by a signal or a full disk) can be reused."""
-    if not (run_dir / RECORDS).is_file():
-        return False
-    try:
-        return read_run_info(run_dir).stopped is None
-    except UserError:
-        return False
 
 
 def rate_key(rate: float) -> float:
