@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import orjson
+import psutil
 import pytest
 
 from infermeter.errors import ExitCode
@@ -125,7 +126,16 @@ def test_a_suite_killed_mid_run_resumes_with_its_finished_runs_and_the_same_tabl
     cmd += ["--repeat", "1", "--warmup", "2", "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     third = out / "runs" / "pp64-tg16-c4-r1"
-    kill_when(proc, lambda: (third / JOURNAL).is_file() or (third / "sent.ledger").is_file())
+    children: list[psutil.Process] = []
+
+    def writing_third() -> bool:
+        children[:] = psutil.Process(proc.pid).children(recursive=True)
+        return (third / JOURNAL).is_file() or (third / "sent.ledger").is_file()
+
+    kill_when(proc, writing_third)
+    assert children, "the embedded emulator was not running"
+    _, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, "the embedded emulator outlived the killed suite"
     assert not (out / "suite.json").exists() and not completed(third)
     finished = [d.name for d in (out / "runs").iterdir() if completed(d)]
     assert sorted(finished) == ["pp64-tg16-c1-r1", "pp64-tg16-c2-r1"]

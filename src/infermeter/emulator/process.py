@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,7 +57,12 @@ def emulator_process(
         cmd = [sys.executable, "-m", "infermeter", "serve", "--port", "0", "--config", str(cfg_path)]
         log = (Path(tmp) / "stderr.log").open("w")
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_die_with_parent,
         )
         saved = _pin(proc.pid) if pin_cpus else None
         try:
@@ -71,6 +78,16 @@ def emulator_process(
                 proc.kill()
                 proc.wait()
             log.close()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the process that started it dies, even by SIGKILL, so a killed
+    benchmark or suite never leaves an emulator serving."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _pin(child: int) -> set[int] | None:
