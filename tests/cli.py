@@ -29,3 +29,25 @@ def report_json(run_dir: str | PathLike[str], *args: str) -> dict[str, Any]:
     p = infermeter("report", run_dir, "--json", *args)
     assert p.returncode == 0, p.stderr
     return orjson.loads(p.stdout)
+
+
+def exit_code(args: list[str]) -> int:
+    """`infermeter ARGS` in the test's own process, as its exit code."""
+    from infermeter.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def suite_result(name: str, out: PathLike[str], *args: str) -> Any:
+    """`infermeter test NAME --quick` run in-process into `out`; its suite.json as a SuiteResult."""
+    from pathlib import Path
+
+    from infermeter.suites.framework import SuiteResult
+
+    code = exit_code(["test", name, "--quick", "--out", str(out), "--no-progress", *args])
+    assert code == 0, f"infermeter test {name} exited {code}"
+    return SuiteResult.model_validate_json((Path(out) / "suite.json").read_text())

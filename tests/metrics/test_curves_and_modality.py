@@ -45,7 +45,7 @@ def test_in_flight_and_queue_growth() -> None:
             free = max(free, a) + 0.1
             done[i] = free
         assert queue_trend(arrivals, done, (0.0, 60.0)).growing is growing
-        ratio = completion_ratio(arrivals, done, (0.0, 60.0))
+        ratio = completion_ratio(arrivals, done)
         assert ratio is not None and (ratio < 0.9) is growing
 
 

@@ -8,20 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from infermeter.cli import main
 from infermeter.errors import UserError
 from infermeter.suites.execute import claim_suite_dir
 from infermeter.suites.framework import Requirement, SuiteResult, verdict
 from infermeter.suites.search import bisect
-
-
-def exit_code(args: list[str]) -> int:
-    """`infermeter ARGS` in-process, as its exit code."""
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+from tests.cli import exit_code
 
 
 def _req(level: str, met: bool) -> Requirement:

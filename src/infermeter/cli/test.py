@@ -23,7 +23,7 @@ test_app = typer.Typer(
 )
 app.add_typer(test_app, name="test")
 
-QUICK_WARMUP = 10  # requests: --quick keeps a warm-up in every run, short enough for a demonstration
+QUICK_WARMUP = 4  # requests: --quick keeps a warm-up in every run, short enough for a demonstration
 Quick = Annotated[
     bool,
     typer.Option(help="scale durations and counts down for a demonstration or CI; the verdict cannot be compliant"),

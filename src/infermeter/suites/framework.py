@@ -56,7 +56,7 @@ class Analysis(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tables: list[Table] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)
-    figures: dict[str, float | str | bool | None] = Field(default_factory=dict)
+    figures: dict[str, int | float | str | bool | None] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     plots: list[str] = Field(default_factory=list)  # drawn in text for the console (histograms, curves)
 

@@ -10,6 +10,8 @@ from infermeter.suites.framework import Suite
 # name -> (module, the draft's section, one line for --list); the module defines SUITE
 SUITES: dict[str, tuple[str, str, str]] = {
     "ttft": ("infermeter.suites.ttft", "5.1", "time to first token: Tables 1-2, queue and prefill components"),
+    "throughput": ("infermeter.suites.throughput", "5.2", "search for the maximum sustainable load (Tables 3-4)"),
+    "tradeoff": ("infermeter.suites.tradeoff", "5.3", "open loop at 10%..120% of capacity: Table 5, knee, saturation"),
     "grid": ("infermeter.suites.grid", "exo", "exo bench's grid: prompt x generation x concurrency, repeats"),
 }
 

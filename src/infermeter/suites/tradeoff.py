@@ -1,0 +1,194 @@
+"""Throughput-Latency Tradeoff (the IETF draft, section 5.3): open loop at 10%, 20%, ..., 120% of an estimated
+capacity (given, read from a `throughput` suite, or found by a preliminary search kept as runs of this suite),
+Table 5, the knee point, the saturation point and the optimal operating point under an SLO, and the curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
+
+from infermeter.config import checks
+from infermeter.config.section import Flag
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.errors import UserError
+from infermeter.metrics.curves import knee_point, optimal_point, saturation_point
+from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.report.text_plot import curve
+from infermeter.suites.common import at_least, requirement
+from infermeter.suites.framework import Analysis, Requirement, SuiteResult, Table
+from infermeter.suites.lab import Lab
+from infermeter.suites.levels import Level, measure
+from infermeter.suites.throughput import SweepParams, ThroughputParams, search_levels, small_engine
+
+SATURATION_TOLERANCE = 0.03  # a drop in achieved throughput smaller than this is measurement noise
+
+
+def from_suite(path: Path, figure: str) -> float:
+    """A figure of a finished suite's suite.json (e.g. a `throughput` suite's sustainable rate)."""
+    try:
+        result = SuiteResult.model_validate_json((path / "suite.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--from {path}: no finished test suite there ({type(exc).__name__})") from None
+    value = result.analysis.figures.get(figure)
+    if not isinstance(value, int | float) or value <= 0:
+        raise UserError(f"--from {path}: its '{result.suite}' test found no {figure.replace('_', ' ')}")
+    return float(value)
+
+
+class TradeoffParams(SweepParams):
+    capacity: Annotated[float | None, Flag("estimated capacity, req/s (else --from, else a search)", checks.RATE)] = (
+        None
+    )
+    from_: Annotated[
+        Path | None, Flag("a `throughput` suite directory whose sustainable rate is the estimate", None, ("--from",))
+    ] = None
+    levels: Annotated[list[int], Flag("load levels in % of the capacity", checks.int_list(1, 1000))] = Field(
+        default_factory=lambda: list(range(10, 130, 10))
+    )
+    ttft_slo: Annotated[
+        float | None,
+        Flag("TTFT P99 bound in ms for the optimal operating point", checks.number(0, 3.6e6, lo_open=True)),
+    ] = 500.0
+
+    QUICK: ClassVar[dict[str, Any]] = {"duration": 3.0}
+
+
+class TradeoffSuite:
+    name = "tradeoff"
+    section = "5.3"
+    reference = "IETF draft, section 5.3"
+    title = "Throughput-Latency Tradeoff"
+    summary = "open loop at 10%..120% of capacity: Table 5, knee, saturation and optimal points"
+    params = TradeoffParams
+
+    def emulator(self, params: TradeoffParams) -> EmulatorConfig:
+        return small_engine()
+
+    def estimate(self, lab: Lab, params: TradeoffParams, quick: bool) -> tuple[float, str]:
+        if params.capacity is not None:
+            return params.capacity, "given (--capacity)"
+        if params.from_ is not None:
+            return from_suite(params.from_, "sustainable_rate"), f"the throughput test in {params.from_}"
+        if not lab.embedded:
+            raise UserError("give the estimated capacity: --capacity R, or --from DIR of a `throughput` test")
+        search = ThroughputParams(
+            workload=params.workload, duration=params.duration, start=8.0, tolerance=0.2, max_probes=5
+        )
+        found = search_levels(lab, search, quick, tag="estimate-").sustainable
+        if found is None:
+            raise UserError("the preliminary throughput search found no sustainable rate: give --capacity")
+        return found.offered, "a preliminary throughput search (5.2) run in this suite"
+
+    def procedure(self, lab: Lab, params: TradeoffParams) -> dict[str, Any]:
+        quick = params.duration < 60
+        capacity, source = self.estimate(lab, params, quick)
+        levels = []
+        for pct in sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels)):
+            rate = float(f"{capacity * pct / 100:.4g}")
+            cfg = lab.config(workload=params.run_workload(quick), load={"rate": rate, "duration": params.duration})
+            run = lab.run(f"level-{pct}pct", f"{pct}% of capacity: {rate:g} req/s", cfg)
+            levels.append((pct, measure(rate, run)))
+        return {"capacity": capacity, "source": source, "levels": levels}
+
+    def analyze(self, measured: dict[str, Any], params: TradeoffParams) -> Analysis:
+        levels: list[tuple[int, Level]] = measured["levels"]
+        rows, p99, achieved, meets = [], [], [], []
+        for _, lv in levels:
+            s = lv.run.summary
+            rows.append(
+                [
+                    f"{lv.offered:g}",
+                    f"{lv.output_tok_s:.0f}",
+                    fmt_ms(s.ttft_ms.p50, ""),
+                    fmt_ms(s.ttft_ms.p99, ""),
+                    fmt_ms(s.tpot_ms.p50, ""),
+                    fmt_ms(s.tpot_ms.p99, ""),
+                    fmt_ms(s.e2e_ms.p50, ""),
+                    fmt_ms(s.e2e_ms.p99, ""),
+                    fmt_pct(s.requests.success_rate),
+                    "growing" if lv.growing else "stable",
+                ]
+            )
+            p99.append(s.e2e_ms.p99)
+            achieved.append(lv.output_tok_s)
+            meets.append(not params.meets_slo(lv) and (s.requests.success_rate or 0) >= 0.99)
+        knee = knee_point(p99)
+        sat = saturation_point(achieved, SATURATION_TOLERANCE)
+        best = optimal_point(achieved, meets)
+        rate = [lv.offered for _, lv in levels]
+        findings = [
+            f"capacity estimate {measured['capacity']:g} req/s from {measured['source']}",
+            f"Knee point: {rate[knee]:g} req/s (E2E P99 exceeds 2x the minimum)"
+            if knee is not None
+            else "Knee point: none (E2E P99 never exceeded 2x its minimum)",
+            f"Saturation point: {rate[sat]:g} req/s (achieved throughput first decreases, by more than "
+            f"{100 * SATURATION_TOLERANCE:g}%)"
+            if sat is not None
+            else "Saturation point: not reached (achieved throughput never fell between levels)",
+            f"Optimal operating point: {rate[best]:g} req/s, {achieved[best]:.0f} tok/s under {self._slo(params)}"
+            if best is not None
+            else f"Optimal operating point: no level met {self._slo(params)}",
+        ]
+        table = Table(
+            caption="Table 5: Throughput-Latency Table",
+            headers=[
+                "Offered (r/s)",
+                "Achieved (tok/s)",
+                "TTFT P50",
+                "TTFT P99",
+                "TPOT P50",
+                "TPOT P99",
+                "E2E P50",
+                "E2E P99",
+                "Success",
+                "Queue",
+            ],
+            rows=rows,
+            notes=['latencies in ms; the knee uses the end-to-end P99 (the draft: "P99 latency")'],
+        )
+        plot = curve(achieved, [v or 0.0 for v in p99], "E2E P99 (ms) against achieved throughput (tok/s)")
+        min_p99 = min((v for v in p99 if v is not None), default=None)
+        figures: dict[str, Any] = {
+            "capacity_req_s": measured["capacity"],
+            "levels": len(levels),
+            "knee_rate": rate[knee] if knee is not None else None,
+            "knee_index": knee,
+            "saturation_rate": rate[sat] if sat is not None else None,
+            "optimal_rate": rate[best] if best is not None else None,
+            "min_e2e_p99_ms": min_p99,
+            "last_e2e_p99_ms": p99[-1] if p99 else None,
+            "peak_output_tok_s": max(achieved, default=None),
+            "last_output_tok_s": achieved[-1] if achieved else None,
+        }
+        return Analysis(tables=[table], findings=findings, figures=figures, plots=[plot])
+
+    @staticmethod
+    def _slo(params: TradeoffParams) -> str:
+        parts = [f"TTFT P99 <= {params.ttft_slo:g} ms"] if params.ttft_slo else []
+        parts += [f"TPOT P99 <= {params.tpot_slo:g} ms"] if params.tpot_slo else []
+        return " and ".join([*parts, "success >= 99%"])
+
+    def requirements(
+        self, measured: dict[str, Any], analysis: Analysis, params: TradeoffParams, quick: bool
+    ) -> list[Requirement]:
+        levels: list[tuple[int, Level]] = measured["levels"]
+        shortest = min((lv.run.summary.duration_s for _, lv in levels), default=0.0)
+        pcts = [p for p, _ in levels]
+        return [
+            at_least("MUST", "5.3.2", "at least 10 load levels", len(levels), 10, "levels"),
+            requirement(
+                "MUST",
+                "5.3.2",
+                "levels span low load (10% of capacity) to saturation",
+                bool(pcts) and min(pcts) <= 10 and max(pcts) >= 100,
+                f"{min(pcts)}%..{max(pcts)}% of capacity",
+            ),
+            at_least("MUST", "5.3.2", "at least 60 seconds per load level", round(shortest, 1), 60, "s (shortest)"),
+            requirement("MUST", "5.3.2", "open loop", True, "open-loop Poisson arrivals at every level"),
+            requirement("MUST", "5.3.3", "levels run in ascending order", pcts == sorted(pcts), "ascending"),
+        ]
+
+
+SUITE = TradeoffSuite()

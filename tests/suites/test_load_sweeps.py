@@ -1,0 +1,36 @@
+"""The draft's load sweeps against the embedded emulator (a batch of 4 sequences, so it saturates at a rate the
+client drives easily): the throughput search finds saturation without an SLO, a tight SLO lowers the sustainable
+load, and the tradeoff sweep shows a knee."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli import suite_result
+
+
+def test_throughput_finds_saturation_without_an_slo_and_less_load_under_a_tight_one(tmp_path: Path) -> None:
+    free = suite_result("throughput", tmp_path / "free")
+    f = free.analysis.figures
+    assert isinstance(f["sustainable_load"], float) and isinstance(f["saturated_at"], float)
+    assert f["sustainable_load"] < f["saturated_at"]
+    assert "queue grows" in str(f["saturation_reasons"]) or "completions" in str(f["saturation_reasons"])
+    assert [t.caption for t in free.analysis.tables][1:] == [
+        "Table 3: Throughput Summary",
+        "Table 4: Latency at Maximum Throughput",
+    ]
+    assert free.verdict == "not compliant"  # --quick
+    tight = suite_result("throughput", tmp_path / "tight", "--ttft-slo", "40")
+    g = tight.analysis.figures
+    assert isinstance(g["sustainable_load"], float) and g["sustainable_load"] < f["sustainable_load"]
+
+
+def test_tradeoff_sweeps_twelve_levels_and_finds_the_knee(tmp_path: Path) -> None:
+    result = suite_result("tradeoff", tmp_path / "tradeoff", "--capacity", "20")
+    f = result.analysis.figures
+    assert f["levels"] == 12 and len(result.analysis.tables[0].rows) == 12
+    assert isinstance(f["knee_index"], int) and f["knee_index"] >= 3  # low load is flat, then latency turns up
+    assert isinstance(f["last_e2e_p99_ms"], float) and isinstance(f["min_e2e_p99_ms"], float)
+    assert f["last_e2e_p99_ms"] > 2 * f["min_e2e_p99_ms"]
+    assert any(line.startswith("Knee point: ") and "req/s" in line for line in result.analysis.findings)
+    assert result.runs[0].key == "level-10pct"  # --capacity given: no preliminary search
