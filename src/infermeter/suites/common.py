@@ -10,7 +10,7 @@ from infermeter.config.section import Flag
 from infermeter.errors import UserError
 from infermeter.metrics.summary_model import Stats
 from infermeter.report.tables import fmt_ms, fmt_pct
-from infermeter.suites.framework import Requirement, SuiteParams
+from infermeter.suites.framework import Requirement, SuiteParams, Table
 from infermeter.suites.lab import Run
 
 EMULATOR_RATE = 20.0  # req/s: the embedded emulator's default engine carries it with room to spare
@@ -48,3 +48,11 @@ def at_least(level: str, section: str, text: str, have: float, need: float, unit
 
 def success(run: Run) -> str:
     return fmt_pct(run.summary.requests.success_rate)
+
+
+def as_table(text: str) -> Table:
+    """A table the console module drew (one definition of each of the draft's tables), as cells for a suite."""
+    lines = text.splitlines()
+    cells = [[c.strip() for c in ln.strip().strip("|").split(" | ")] for ln in lines if ln.startswith("|")]
+    caption = lines[-1].strip() if lines and not lines[-1].startswith(("|", "+")) else ""
+    return Table(caption=caption, headers=cells[0], rows=cells[1:])

@@ -12,6 +12,8 @@ SUITES: dict[str, tuple[str, str, str]] = {
     "ttft": ("infermeter.suites.ttft", "5.1", "time to first token: Tables 1-2, queue and prefill components"),
     "throughput": ("infermeter.suites.throughput", "5.2", "search for the maximum sustainable load (Tables 3-4)"),
     "tradeoff": ("infermeter.suites.tradeoff", "5.3", "open loop at 10%..120% of capacity: Table 5, knee, saturation"),
+    "itl": ("infermeter.suites.itl", "5.4", "ITL at 25/50/75/90% of saturation: Table 6, jitter, pauses, modality"),
+    "long-context": ("infermeter.suites.long_context", "5.9", "TTFT against context length: Table 12, scaling fits"),
     "grid": ("infermeter.suites.grid", "exo", "exo bench's grid: prompt x generation x concurrency, repeats"),
 }
 

@@ -13,7 +13,7 @@ from infermeter.metrics.latency import ttft
 from infermeter.report.console import table1_ttft, table2_ttft_by_input
 from infermeter.report.tables import fmt_ms
 from infermeter.report.text_plot import histogram
-from infermeter.suites.common import LoadParams, at_least, requirement
+from infermeter.suites.common import LoadParams, as_table, at_least, requirement
 from infermeter.suites.framework import Analysis, Requirement, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.units import MS_PER_S
@@ -52,9 +52,9 @@ class TtftSuite:
 
     def analyze(self, run: Run, params: TtftParams) -> Analysis:
         s = run.summary
-        tables = [_as_table(table1_ttft(s))]
+        tables = [as_table(table1_ttft(s))]
         if len(s.ttft_by_input_tokens) > 1:
-            tables.append(_as_table(table2_ttft_by_input(s)))
+            tables.append(as_table(table2_ttft_by_input(s)))
         components = _components(run)
         if components is not None:
             tables.append(components)
@@ -90,14 +90,6 @@ class TtftSuite:
             requirement("SHOULD", "5.1.5.2", "results in tabular form", True, "Tables 1 and 2"),
             requirement("SHOULD", "5.1.5.4", "a histogram or CDF of TTFT", True, "text histogram in the report"),
         ]
-
-
-def _as_table(text: str) -> Table:
-    """A table the console module drew, parsed back into cells (one definition of each of the draft's tables)."""
-    lines = text.splitlines()
-    cells = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines if ln.startswith("|")]
-    caption = lines[-1].strip() if lines and not lines[-1].startswith(("|", "+")) else ""
-    return Table(caption=caption, headers=cells[0], rows=cells[1:])
 
 
 def _stat(run: Run, block: str, field: str) -> float | None:

@@ -1,0 +1,177 @@
+"""Inter-Token Latency Distribution (the IETF draft, section 5.4): at 25/50/75/90% of saturation, Table 6, the
+per-request jitter and maximum-pause distributions, the P99/P50 tail ratio and a modality verdict per level."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from infermeter.config import checks
+from infermeter.config.section import Flag
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.errors import UserError
+from infermeter.metrics.latency import itl
+from infermeter.metrics.modality import METHOD, modality
+from infermeter.report.console import ITL_OPTION_NAMES, table6_itl
+from infermeter.report.tables import fmt_ms, fmt_num
+from infermeter.suites.common import as_table, at_least, requirement
+from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.lab import Lab, Run
+from infermeter.suites.throughput import small_engine
+from infermeter.suites.tradeoff import from_suite
+from infermeter.units import MS_PER_S
+from infermeter.workload.spec import generate
+from infermeter.workload.standard import resolve
+
+MIN_OUTPUT = 50  # 5.4.2: requests MUST generate at least 50 output tokens
+EMULATOR_SATURATION = 20.0  # req/s: where the throughput test finds the emulator of small_engine() saturating
+
+
+class ItlParams(SuiteParams):
+    saturation: Annotated[float | None, Flag("the saturation rate, req/s (else --from)", checks.RATE)] = None
+    from_: Annotated[
+        Path | None, Flag("a `throughput` suite directory whose sustainable rate is the saturation", None, ("--from",))
+    ] = None
+    levels: Annotated[list[int], Flag("load levels in % of saturation", checks.int_list(1, 200))] = Field(
+        default_factory=lambda: [25, 50, 75, 90]
+    )
+    workload: Annotated[str, Flag("standard workload name or workload file", checks.WORKLOAD)] = "synthetic-uniform"
+    output_tokens: Annotated[
+        int | None, Flag("fixed output length instead of the workload's (>= 50)", checks.integer(MIN_OUTPUT, 100_000))
+    ] = None
+    requests: Annotated[int, Flag("requests per level (the draft: >= 100)", checks.REQUESTS)] = 100
+
+    QUICK: ClassVar[dict[str, Any]] = {"requests": 40, "output_tokens": 64}
+
+
+def _levels(params: ItlParams) -> list[int]:
+    return sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels))
+
+
+class ItlSuite:
+    name = "itl"
+    section = "5.4"
+    reference = "IETF draft, section 5.4"
+    title = "Inter-Token Latency Distribution"
+    summary = "ITL at 25/50/75/90% of saturation: Table 6, jitter, max pause, modality"
+    params = ItlParams
+
+    def emulator(self, params: ItlParams) -> EmulatorConfig:
+        return small_engine()
+
+    def workload(self, params: ItlParams) -> dict[str, Any]:
+        """The workload, refused before anything runs when its requests could produce fewer than 50 tokens."""
+        if params.output_tokens is not None:
+            spec = resolve(params.workload)
+            inputs = generate(spec, 1, 0).input_tokens
+            return {
+                "input_tokens": int(inputs[0]) if spec.name != "synthetic-uniform" else 256,
+                "output_tokens": params.output_tokens,
+            }
+        least = int(generate(resolve(params.workload), 10_000, 0).output_tokens.min())
+        if least < MIN_OUTPUT:
+            raise UserError(
+                f"--workload {params.workload} draws outputs as short as {least} tokens: the IETF draft (5.4.2) "
+                f"requires >= {MIN_OUTPUT} per request; give another workload or --output-tokens N >= {MIN_OUTPUT}"
+            )
+        return {"workload": params.workload}
+
+    def procedure(self, lab: Lab, params: ItlParams) -> dict[str, Any]:
+        work = self.workload(params)
+        if params.saturation is not None:
+            sat, source = params.saturation, "given (--saturation)"
+        elif params.from_ is not None:
+            sat, source = from_suite(params.from_, "sustainable_rate"), f"the throughput test in {params.from_}"
+        elif lab.embedded:
+            sat, source = EMULATOR_SATURATION, "the emulator's measured saturation (infermeter test throughput)"
+        else:
+            raise UserError("give the saturation rate: --saturation R, or --from DIR of a `throughput` test")
+        runs = []
+        for pct in _levels(params):
+            rate = float(f"{sat * pct / 100:.4g}")
+            cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
+            runs.append((pct, lab.run(f"level-{pct}pct", f"{pct}% of saturation: {rate:g} req/s", cfg)))
+        return {"saturation": sat, "source": source, "runs": runs}
+
+    def analyze(self, measured: dict[str, Any], params: ItlParams) -> Analysis:
+        tables, findings, figures = [], [f"saturation {measured['saturation']:g} req/s from {measured['source']}"], {}
+        rows = []
+        for pct, run in measured["runs"]:
+            s = run.summary
+            samples = itl(run.columns(), s.itl_option).values * MS_PER_S
+            mode = modality(samples)
+            ratio = s.itl_ms.p99 / s.itl_ms.p50 if s.itl_ms.p50 and s.itl_ms.p99 else None
+            t6 = as_table(table6_itl(s))
+            t6.caption = f"{t6.caption}, {pct}% of saturation"
+            tables.append(t6)
+            rows.append(
+                [
+                    f"{pct}%",
+                    fmt_ms(s.itl_ms.p50),
+                    fmt_ms(s.itl_ms.p99),
+                    fmt_num(ratio),
+                    *[fmt_ms(s.jitter_ms.percentile(p)) for p in (50, 95, 99)],
+                    *[fmt_ms(s.max_pause_ms.percentile(p)) for p in (50, 95, 99)],
+                    mode.verdict,
+                ]
+            )
+            findings.append(f"{pct}% of saturation: ITL {mode.describe()}")
+            figures[f"itl_p50_ms_{pct}"] = s.itl_ms.p50
+            figures[f"modality_{pct}"] = mode.verdict
+        tables.append(
+            Table(
+                caption="Per-request jitter and maximum pause (draft 5.4.4.2), tail ratio and modality (5.4.4.3)",
+                headers=[
+                    "Load",
+                    "ITL P50",
+                    "ITL P99",
+                    "P99/P50",
+                    "Jitter P50",
+                    "Jitter P95",
+                    "Jitter P99",
+                    "Max pause P50",
+                    "Max pause P95",
+                    "Max pause P99",
+                    "Modality",
+                ],
+                rows=rows,
+                notes=[f"modality: {METHOD}"],
+            )
+        )
+        methods = {ITL_OPTION_NAMES[r.summary.itl_option] for _, r in measured["runs"]}
+        findings.append(f"ITL measured with {', '.join(sorted(methods))} (draft 4.6.3); TTFT is never an ITL sample")
+        return Analysis(tables=tables, findings=findings, figures=figures)
+
+    def requirements(
+        self, measured: dict[str, Any], analysis: Analysis, params: ItlParams, quick: bool
+    ) -> list[Requirement]:
+        runs: list[Run] = [r for _, r in measured["runs"]]
+        short = sum(int(np.sum(r.columns().ok & (r.columns().output_tokens < MIN_OUTPUT))) for r in runs)
+        fewest = min((r.summary.requests.ok for r in runs), default=0)
+        samples = min((r.summary.itl_ms.n for r in runs), default=0)
+        return [
+            requirement(
+                "MUST",
+                "5.4.2",
+                "every request generates at least 50 output tokens",
+                short == 0,
+                "all did" if short == 0 else f"{short} requests ended with fewer (EOS or errors)",
+            ),
+            at_least("SHOULD", "5.4.2", "at least 100 requests per level", fewest, 100, "requests (fewest level)"),
+            at_least("SHOULD", "5.4.2", "5000+ ITL samples per level", samples, 5000, "samples (fewest level)"),
+            requirement("MUST", "5.4.3", "TTFT is not included in ITL", True, "ITL samples start at the second token"),
+            requirement("MUST", "4.6.3", "the ITL measurement option is declared", True, analysis.findings[-1]),
+            requirement(
+                "SHOULD",
+                "5.4.2",
+                "several load levels: 25, 50, 75, 90% of saturation",
+                {25, 50, 75, 90} <= set(_levels(params)),
+                ", ".join(f"{p}%" for p in _levels(params)),
+            ),
+        ]
+
+
+SUITE = ItlSuite()

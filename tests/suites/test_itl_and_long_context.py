@@ -1,0 +1,47 @@
+"""The ITL test (5.4) and the long-context test (5.9) against the embedded emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli import exit_code, suite_result
+
+
+def test_itl_runs_four_levels_with_table_6_jitter_and_a_modality_verdict(tmp_path: Path) -> None:
+    result = suite_result("itl", tmp_path / "itl")
+    f = result.analysis.figures
+    captions = [t.caption for t in result.analysis.tables]
+    assert sum(c.startswith("Table 6: ITL Results") for c in captions) == 4
+    assert all(f[f"modality_{p}"] in ("unimodal", "multimodal") for p in (25, 50, 75, 90))
+    assert all(isinstance(f[f"itl_p50_ms_{p}"], float) for p in (25, 50, 75, 90))
+    jitter = result.analysis.tables[-1]
+    assert [r[0] for r in jitter.rows] == ["25%", "50%", "75%", "90%"] and jitter.headers[4] == "Jitter P50"
+    fifty = next(r for r in result.requirements if r.section == "5.4.2" and "50 output" in r.text)
+    assert fifty.met  # --quick sends 64-token outputs with EOS ignored
+
+
+def test_itl_refuses_outputs_shorter_than_50_tokens_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = exit_code(["test", "itl", "--workload", "synthetic-skewed", "--out", str(tmp_path / "x"), "--no-progress"])
+    assert code == 2
+    assert ">= 50" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "runs").exists()
+
+
+def test_long_context_ttft_grows_faster_than_the_length(tmp_path: Path) -> None:
+    result = suite_result("long-context", tmp_path / "lc")
+    f = result.analysis.figures
+    assert isinstance(f["k"], float) and f["k"] > 1.1
+    assert f["best_fit"] == "quadratic"
+    table = result.analysis.tables[0]
+    assert table.caption == "Table 12: Long Context Scaling" and [r[0] for r in table.rows] == [
+        "1024",
+        "2048",
+        "4096",
+        "8192",
+    ]
+    per_1k = [float(r[4]) for r in table.rows]
+    assert per_1k[-1] > 1.3 * per_1k[0]  # ms per 1K tokens rises with the length: super-linear
