@@ -35,10 +35,16 @@ class EmulatorConfig(BaseModel):
     )
 
     def with_scheduler(self, name: str | None) -> EmulatorConfig:
-        """This configuration with its engine's scheduler replaced (None: as it is)."""
+        """This configuration with its engine's scheduler replaced (None: as it is); the settings both schedulers
+        have keep their values."""
         if name is None:
             return self
-        engine = self.engine.model_validate({**self.engine.model_dump(), "scheduler": name})
+        from infermeter.engine.registry import SCHEDULER_CONFIGS
+
+        # settings the new scheduler shares with the old one (batch size, token budget) are kept
+        fields = SCHEDULER_CONFIGS[name].model_fields if name in SCHEDULER_CONFIGS else {}
+        kept = {k: v for k, v in self.engine.scheduler.model_dump().items() if k in fields and k != "name"}
+        engine = self.engine.model_validate({**self.engine.model_dump(), "scheduler": {**kept, "name": name}})
         return self.model_copy(update={"engine": engine})
 
     @field_validator("tokenizer")

@@ -1,0 +1,37 @@
+"""Fairness (5.6), prefix caching (5.7) and guardrail overhead (5.10) against the embedded emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli import suite_result
+
+
+def test_fcfs_treats_short_requests_unfairly_and_the_priority_scheduler_less_so(tmp_path: Path) -> None:
+    fcfs = suite_result("fairness", tmp_path / "fcfs")
+    prio = suite_result("fairness", tmp_path / "prio", "--scheduler", "priority")
+    a, b = fcfs.analysis.figures, prio.analysis.figures
+    assert isinstance(a["short_inflation_p95"], float) and isinstance(b["short_inflation_p95"], float)
+    assert a["short_inflation_p95"] > 3  # behind long prefills, short requests wait many times longer than alone
+    assert b["short_inflation_p95"] < 0.75 * a["short_inflation_p95"]
+    assert [t.caption for t in fcfs.analysis.tables][:2] == [
+        "Table 8: Per-Class Results (mixed workload)",
+        "Table 9: Fairness Metrics",
+    ]
+    assert "TTFT P95" in fcfs.analysis.tables[0].headers and "TPOT P95" in fcfs.analysis.tables[0].headers
+
+
+def test_prefix_cache_cuts_ttft_and_a_warm_cache_hits_more(tmp_path: Path) -> None:
+    f = suite_result("prefix-cache", tmp_path / "pc").analysis.figures
+    assert isinstance(f["warm_ttft_reduction"], float) and f["warm_ttft_reduction"] > 0.5
+    assert isinstance(f["cold_ttft_reduction"], float) and f["cold_ttft_reduction"] > 0.2
+    assert isinstance(f["warm_hit_rate"], float) and isinstance(f["cold_hit_rate"], float)
+    assert f["warm_hit_rate"] > f["cold_hit_rate"]
+    assert not f["disabled_hit_rate"]
+
+
+def test_guardrails_add_their_delay(tmp_path: Path) -> None:
+    f = suite_result("guardrail", tmp_path / "gr").analysis.figures
+    over = f["input_filter_overhead_ms"]
+    assert isinstance(over, float) and 25 < over < 80  # the emulator's input filter holds each request 40 ms
+    assert isinstance(f["total_overhead_ms"], float) and f["total_overhead_ms"] > over  # plus 2 ms on every event
