@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from infermeter import cli
 from infermeter.errors import ExitCode
 from infermeter.records import RECORDS, RUN_JSON, RequestRecord, RunInfo, write_records
+from infermeter.suites.registry import SUITES
 from infermeter.workload.standard import STANDARD
 
 RUN = "{run}"  # stands for the existing run directory in values and baseline arguments
@@ -153,6 +154,7 @@ HOST = Kind(
     TEXT.filter(lambda s: any(not (c.isascii() and (c.isalnum() or c in ".-:")) for c in s)).map(Bad),
 )
 FREE_TEXT = Kind(())  # any text is valid (a model name): nothing to refuse
+DESCRIPTION = Kind(bad("", " ", "\t", "two\nlines"))  # a disclosure: any one line that says something
 
 GOODPUT_SLO = Kind(
     (
@@ -368,6 +370,9 @@ def run_dir(run_json: bytes | None = RUN_INFO, records: bytes | str | None = "ab
     return Bad("r", made if records == "absent" else (*made, (f"r/{RECORDS}", records)))  # type: ignore[arg-type]
 
 
+FINISHED_SUITE = Kind(  # --from: the directory of a finished test suite
+    (Bad(""), Bad("zz-missing"), Bad(RUN), file("empty", None), file("s/suite.json", None, "s"))
+)
 RUN_DIRS = Kind(
     (
         Bad("missing"),
@@ -415,7 +420,19 @@ KINDS: dict[str, Kind] = {
     "grid_csv": GRID_CSV,
     "run_dirs": RUN_DIRS,
     "out": RUN_OUT,
+    **dict.fromkeys(("boundary", "prefix_caching", "search", "isolated_load"), CHOICE),
+    **dict.fromkeys(("hardware", "guardrails", "clock_sync"), DESCRIPTION),
+    **dict.fromkeys(("ttft_slo", "tpot_slo", "start", "max_load", "saturation", "capacity", "ttft_p99"), number()),
+    **dict.fromkeys(("short_share",), number()),
+    "sharing": number(zero_ok=True),
+    **dict.fromkeys(("max_context", "initial_concurrency", "max_concurrency", "completions_per_slot"), integer()),
+    **dict.fromkeys(("isolated_requests", "prefix_tokens", "prefixes", "repeat"), integer()),
+    **dict.fromkeys(("levels", "pp", "tg"), INT_LIST),
+    **dict.fromkeys(("url_disabled", "url_enabled", "url_baseline", "url_input_filter"), URL),
+    **dict.fromkeys(("url_output_filter", "url_full"), URL),
+    "from_": FINISHED_SUITE,
 }
+SUITE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}"))  # a run, a file: not a suite's directory
 SCENARIO = Kind(
     (
         *missing_or_malformed("scenario"),
@@ -436,11 +453,25 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
     ("sim-sweep", "bins"): INT_LIST,
     ("capacity", "slo"): CAPACITY_SLO,
     ("serve", "config"): EMULATOR_CONFIG,
+    **{(f"test {name}", "out"): SUITE_OUT for name in SUITES},
+    ("test grid", "concurrency"): INT_LIST,
+    ("test memory-pressure", "capacity"): integer(),
 }
 
 # ----- commands, and valid arguments around the one option under test
 
-COMMANDS: dict[str, Any] = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+def _commands() -> dict[str, Any]:
+    """Every command by its words on the command line: a group's ("test ttft") under the group's name."""
+    top = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+    flat = {}
+    for name, command in top.items():
+        subcommands = getattr(command, "commands", None)
+        flat.update({f"{name} {s}": c for s, c in subcommands.items()} if subcommands else {name: command})
+    return flat
+
+
+COMMANDS = _commands()
+SHARED_SUITE_OPTIONS = {p.name for p in COMMANDS["test ttft"].params}  # the target's, monitors', disclosures'...
 TARGET = {"url": "http://127.0.0.1:9", "model": "m"}  # a closed port: nothing that slips through reaches a server
 BASELINE: dict[str, dict[str, str]] = {
     "report": {"run_dirs": RUN},
@@ -453,6 +484,7 @@ BASELINE: dict[str, dict[str, str]] = {
     "profile-prefill": {**TARGET, "lengths": "8,16,32", "repeats": "1", "decode_tokens": "1", "out": f"{RUN}/c.json"},
     "capacity": {"slo": "ttft:p99<=500ms", **TARGET, "requests": "3", "warmup": "off", "out": RUN},
     "serve": {"port": "0"},
+    **{f"test {name}": {**TARGET, "out": "suite"} for name in SUITES},
 }
 # what an option under test needs beside it (None: drop that one), so that a value slipping through is not refused
 # for another reason that happens to name it
@@ -474,12 +506,23 @@ MEASURING = (
     "infermeter.sim.experiments.run_experiments",
     "infermeter.suites.capacity.search",
     "infermeter.suites.prefill.profile_prefill",
+    "infermeter.suites.execute.execute",
 )
 
 
 def params() -> list[tuple[str, Any]]:
-    """(command, parameter) for every parameter that takes a value (flags have none to fuzz)."""
-    return [(c, p) for c, cmd in COMMANDS.items() for p in cmd.params if not getattr(p, "is_flag", False)]
+    """(command, parameter) for every parameter that takes a value (flags have none to fuzz); the options every
+    test shares are fuzzed on `test ttft` only, each test's own on it."""
+
+    def own(command: str, name: str) -> bool:
+        return not command.startswith("test ") or command == "test ttft" or name not in SHARED_SUITE_OPTIONS
+
+    return [
+        (c, p)
+        for c, cmd in COMMANDS.items()
+        for p in cmd.params
+        if not getattr(p, "is_flag", False) and own(c, p.name)
+    ]
 
 
 def kind_of(command: str, param: Any) -> Kind | None:
@@ -508,7 +551,7 @@ def argv(command: str, values: dict[str, str | None], run: Path) -> list[str]:
                 arguments.append(value)
             else:
                 options.append(f"{names_of(param)[0]}={value}")
-    return [command, *options, "--", *arguments]
+    return [*command.split(), *options, "--", *arguments]
 
 
 # ----- running a command
@@ -622,7 +665,9 @@ def test_invalid_value_is_refused(command: str, name: str, tmp_path: Path, capfd
     assert kind is not None
     template = make_run(tmp_path / "existing-run")
     before = snapshot(template)
-    values: dict[str, str | None] = {**BASELINE[command], **ALONGSIDE.get(name, {})}
+    names = {p.name for p in COMMANDS[command].params}
+    beside = {k: v for k, v in ALONGSIDE.get(name, {}).items() if k in names}
+    values: dict[str, str | None] = {**BASELINE[command], **beside}
 
     def check(value: Bad) -> None:
         cwd = Path(tempfile.mkdtemp(dir=tmp_path))

@@ -86,6 +86,7 @@ class RequestRecord:
     cached_tokens: int | None = None  # prompt tokens it served from its prefix cache
     server_prefill_s: float | None = None  # its time processing the prompt (the uncached part)
     server_decode_s: float | None = None  # its time generating the output tokens
+    finish_reason: str | None = None  # why the server ended the reply ("length", "stop", "content_filter", ...)
 
 
 SCHEMA = pa.schema(
@@ -108,6 +109,7 @@ SCHEMA = pa.schema(
         ("cached_tokens", pa.int32()),
         ("server_prefill_s", pa.float64()),
         ("server_decode_s", pa.float64()),
+        ("finish_reason", pa.string()),
     ]
 )
 
@@ -119,6 +121,7 @@ LATER_FIELDS: tuple[str, ...] = (
     "cached_tokens",
     "server_prefill_s",
     "server_decode_s",
+    "finish_reason",
 )
 
 

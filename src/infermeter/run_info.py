@@ -59,6 +59,7 @@ class Sut(Block):
     tokenizer: str | None = None  # the tokenizer the server declares (the emulator's own)
     prefix_caching: str | None = None
     guardrails: str | None = None
+    clock_sync: str | None = None  # how the client's and the server's clocks agree (draft 4.7.2)
     faults: list[dict[str, Any]] | None = None  # the emulator's injected faults (emulator.faults models, as JSON)
 
 
@@ -100,6 +101,7 @@ class WorkloadDeclaration(Block):
     classes: list[WorkloadClass] = Field(default_factory=list)
     prefix_sharing: PrefixSharing | None = None
     output_control: str | None = None
+    content: str | None = None  # what the prompts' text is: n-gram and speculative decoders behave by it (A.5)
     notes: list[str] = Field(default_factory=list)
     arrivals: Arrivals | None = None
 
@@ -199,6 +201,26 @@ class Engine(Block):
     config: dict[str, Any]
 
 
+class Network(Block):
+    """The round trip to the server measured before the load (draft 4.7.3), reported beside TTFT, never
+    subtracted from it."""
+
+    method: str
+    samples: int
+    rtt_ms_median: float | None = None
+    rtt_ms_min: float | None = None
+    failures: int = 0
+
+
+class Stream(Block):
+    """What the responses' event streams showed beyond tokens: non-content events before the first content
+    (draft 5.1.3.1) and refusals (finish_reason content_filter, draft 4.8.1)."""
+
+    non_content_first: int  # requests whose first event carried no content (role-only, empty, whitespace)
+    refusals: int
+    finish_reasons: dict[str, int] = Field(default_factory=dict)  # as the server reported them, over ok requests
+
+
 class PromptMismatch(Block):
     """A prompt whose length the server counted differently from the length it was built to."""
 
@@ -241,6 +263,8 @@ class RunInfo(Block):
     server_metrics: ServerMetricsSource | None = None
     telemetry: Telemetry | None = None
     prompt_verification: PromptVerification | None = None
+    network: Network | None = None
+    stream: Stream | None = None
     engine: Engine | None = None
     config: dict[str, Any] | None = None  # the resolved scenario configuration (validated by infermeter.config)
 

@@ -119,29 +119,15 @@ def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[
     if url is not None:
         yield url, {}, url
         return
+    from infermeter.emulator.declaration import sut_declaration
     from infermeter.emulator.process import emulator_process
 
     if backend == "grpc":
         emu = emu.model_copy(update={"grpc_port": 0})
-
-    engine = emu.engine
-    sut = {
-        "emulated": True,
-        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
-        "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
-        "boundary": "Model Engine",
-        "tokenizer": emu.tokenizer,
-        "prefix_caching": "enabled" if emu.prefix_caching else "disabled",
-        "guardrails": f"input filter {emu.input_filter_ms:g} ms, output filter {emu.output_filter_ms:g} ms"
-        if emu.input_filter_ms or emu.output_filter_ms
-        else "none",
-    }
-    if emu.faults:
-        sut["faults"] = [f.model_dump(exclude_defaults=True) for f in emu.faults]
     err.print("starting the embedded emulator (no --url given)")
     with emulator_process(emu, pin_cpus=True) as process:
         target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
-        yield target, {**sut, "model": emu.model}, process.url
+        yield target, sut_declaration(emu), process.url
 
 
 def emulator_settings(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]

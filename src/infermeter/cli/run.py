@@ -21,7 +21,7 @@ from infermeter.cli.app import (
     target,
     trace_length,
 )
-from infermeter.config.run import Load, Monitors, Objectives, Target, Workload
+from infermeter.config.run import Disclosures, Load, Monitors, Objectives, Target, Workload
 from infermeter.config.scenario import Given
 from infermeter.errors import ExitCode, Stopped, UserError
 from infermeter.records import (
@@ -36,6 +36,7 @@ RUN_PARTS = (
     opt.Part("load", Load),
     opt.Part("objectives", Objectives),
     opt.Part("monitors", Monitors),
+    opt.Part("disclosures", Disclosures),
 )
 
 
@@ -86,6 +87,7 @@ CAPACITY_PARTS = (
         defaults={"requests": 300},
         help={"requests": "requests per probe", "warmup": "auto, N requests, or off (per probe)"},
     ),
+    opt.Part("disclosures", Disclosures),
 )
 
 

@@ -12,7 +12,7 @@ import typer
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import api_key, app, err
-from infermeter.config.run import Load, Monitors, Target, Workload
+from infermeter.config.run import Disclosures, Load, Monitors, Target, Workload
 from infermeter.config.scenario import Given
 from infermeter.suites.registry import SUITES, get_suite
 
@@ -73,8 +73,10 @@ def run_test(
 
     suite = get_suite(name)
     params = suite.params.build(given.pop("suite", {}), quick)
+    load = given.setdefault("load", {})
     if quick:
-        given.setdefault("load", {}).setdefault("warmup", QUICK_WARMUP)
+        load.setdefault("warmup", QUICK_WARMUP)
+    load["concurrency"] = 1  # a placeholder that makes the base a valid run: every run of a suite sets its own load
     base = run_config(None, given)
     api_key(base.target.api_key_env)
     emulator = None
@@ -106,6 +108,7 @@ def _command(name: str) -> None:
         opt.Part("workload", Workload, only=("tokenizer", "seed")),
         opt.Part("load", Load, only=("warmup",), help={"warmup": "auto, N requests, or off (per run)"}),
         opt.Part("monitors", Monitors),
+        opt.Part("disclosures", Disclosures),
         opt.Part("suite", suite.params),
     )
 

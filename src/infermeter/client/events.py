@@ -42,6 +42,7 @@ class StreamState:
     done: bool = False
     cumulative: int | None = None  # continuous usage stats: completion tokens so far
     text: list[str] = field(default_factory=list)  # the content pieces, joined and counted once the stream ends
+    finish_reason: str | None = None  # the last one the stream named
 
     @property
     def tokens(self) -> int:
@@ -133,6 +134,9 @@ class StreamDecoder:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return
         choice = choices[0]
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str):
+            state.finish_reason = reason[:40]
         if self.chat:
             delta = choice.get("delta")
             delta = delta if isinstance(delta, dict) else {}

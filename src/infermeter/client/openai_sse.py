@@ -347,6 +347,7 @@ class OpenAIClient:
         rec.cached_tokens = server.cached_tokens
         rec.server_prefill_s = server.prefill_s
         rec.server_decode_s = server.decode_s
+        rec.finish_reason = stream.finish_reason
         if self.config.count_text is not None:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 

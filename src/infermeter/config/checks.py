@@ -127,6 +127,13 @@ def url(value: Any) -> str:
     return text.rstrip("/")
 
 
+def text(value: Any) -> str:
+    """Free text that says something: not empty, not only spaces, one line."""
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise ValueError(f"expected a short description on one line, got {value!r}")
+    return value.strip()
+
+
 def warmup(value: Any) -> int:
     """auto: the draft's rule (-1); off: none (0); N: exactly N warm-up requests."""
     if isinstance(value, int) and not isinstance(value, bool) and value in (-1, 0):

@@ -151,12 +151,60 @@ class Monitors(Section):
     ] = None
 
 
+BOUNDARIES = {"engine": "Model Engine", "gateway": "Application Gateway", "compound": "Compound System"}  # draft 4.1
+
+
+class Disclosures(Section):
+    """What the report must disclose about the system under test and cannot measure (draft 4.1, 4.7.2, 4.8.1,
+    5.1.2.3); the embedded emulator declares its own, and what a live server's user leaves out is "not declared"."""
+
+    title = "disclosures"
+    boundary: Annotated[
+        Literal["engine", "gateway", "compound"] | None,
+        Flag(
+            "the SUT boundary (draft 4.1): engine (the inference engine alone), gateway (behind an API gateway) "
+            "or compound (retrieval, tools)",
+            checks.choice(*BOUNDARIES),
+        ),
+    ] = None
+    hardware: Annotated[
+        str | None, Flag("accelerators serving the model, type, count and memory, e.g. '8x H100 80GB'", checks.text)
+    ] = None
+    prefix_caching: Annotated[
+        Literal["enabled", "disabled"] | None,
+        Flag("the server's prefix caching state", checks.choice("enabled", "disabled")),
+    ] = None
+    guardrails: Annotated[
+        str | None,
+        Flag(
+            "the safety systems on the path (draft 4.8.1), e.g. 'none' or 'Llama Guard 3 on input and output'",
+            checks.text,
+        ),
+    ] = None
+    clock_sync: Annotated[
+        str | None,
+        Flag(
+            "how the load generator's and the server's clocks agree and how well (draft 4.7.2), e.g. 'NTP, 2 ms'; "
+            "a loopback server shares the client's clock",
+            checks.text,
+        ),
+    ] = None
+
+    def declared(self) -> dict[str, str]:
+        """run.json's `sut` fields the user declared, the boundary by its name in the draft."""
+        given = self.model_dump(exclude_none=True)
+        if "boundary" in given:
+            given["boundary"] = BOUNDARIES[given["boundary"]]
+        return given
+
+
 SECTIONS: dict[str, type[Section]] = {
     "target": Target,
     "workload": Workload,
     "load": Load,
     "objectives": Objectives,
     "monitors": Monitors,
+    "disclosures": Disclosures,
 }
 
 
@@ -169,10 +217,17 @@ class RunConfig(BaseModel):
     load: Load = Load()
     objectives: Objectives = Objectives()
     monitors: Monitors = Monitors()
+    disclosures: Disclosures = Disclosures()
     emulator: EmulatorConfig | None = None  # the embedded emulator's configuration, when no url is given
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
+        if self.target.url is None and (declared := self.disclosures.declared()):
+            names = ", ".join("--" + k.replace("_", "-") for k in declared)
+            raise ValueError(
+                f"{names}: the embedded emulator declares its own configuration (these options describe a server at "
+                "--url); drop them"
+            )
         if self.target.url is not None and self.emulator is not None:
             raise ValueError(
                 "--emulator-config, --scheduler and a scenario's `emulator` configure the embedded emulator: "
@@ -248,5 +303,6 @@ class RunConfig(BaseModel):
             gpus=m.gpus,
             extra_body=t.extra_body,
             ignore_eos=t.ignore_eos,
+            disclosed=self.disclosures.declared(),
             scenario=self.model_dump(mode="json"),
         )

@@ -340,7 +340,7 @@ class Emulator:
                 "object": obj,
                 "created": created,
                 "model": model,
-                "choices": [],
+                "choices": [{"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}],
                 "infermeter": {
                     "server_token_times": [round(t - received, 6) for t in times],
                     "response_start": round(headers_sent - received, 6),

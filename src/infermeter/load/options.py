@@ -37,7 +37,8 @@ class RunOptions:
     first_token_timeout: float = 120.0
     total_timeout: float = 900.0
     ignore_eos: bool = True
-    sut: dict[str, Any] = field(default_factory=dict)
+    sut: dict[str, Any] = field(default_factory=dict)  # what the embedded emulator declares about itself
+    disclosed: dict[str, str] = field(default_factory=dict)  # what the user declared (config.run.Disclosures)
     progress: bool = True
     deadlines: str | None = None
     # prompts are built to exact length under this tokenizer (after its chat template for chat) and reference counts

@@ -10,6 +10,7 @@ from infermeter.client.backend import Backend, open_backend
 from infermeter.client.openai_sse import ClientConfig
 from infermeter.errors import UserError
 from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
+from infermeter.load.disclosure import clock_method, round_trip, stream_block
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.monitors import start_monitors, stop_monitors
 from infermeter.load.options import RunOptions, RunResult
@@ -94,6 +95,7 @@ async def benchmark(opts: RunOptions) -> RunResult:
         if curve is not None and (why := curve_mismatch(curve, counting)):
             info.notes.append(why)
         claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
+        info.network = await round_trip(opts.url)
         with stopper.installed():
             return await _measure(opts, clock, client, reqs, n, pattern, counting, prompter, info, stopper)
     finally:
@@ -116,11 +118,12 @@ def _run_info(
     workload = WorkloadDeclaration.model_validate(declaration)
     client_block = client.declaration()
     client_block.open_files_limit = raise_open_files_limit()
+    sut = {"model": cfg.model, "url": redact_url(opts.url), "clock_sync": clock_method(opts.url)}
+    sut.update({k: v for k, v in opts.sut.items() if k != "emulated"})
+    sut.update(opts.disclosed)
     return RunInfo(
         kind="emulated" if opts.sut.get("emulated") else "live",
-        sut=Sut.model_validate(
-            {"model": cfg.model, "url": redact_url(opts.url), **{k: v for k, v in opts.sut.items() if k != "emulated"}}
-        ),
+        sut=Sut.model_validate(sut),
         workload=workload,
         load=Load(
             description=_describe_load(opts, pattern),
@@ -195,6 +198,7 @@ async def _measure(
     cols = RecordColumns.from_table(table, counting.method)
     scraped, energy = await stop_monitors(opts, scraper, sampler, cols, info)
     info.itl_option = choose_itl_option(cols)
+    info.stream = stream_block(table)
     if writer.failure is not None:
         kept = len(table) - len(writer.unwritten)
         info.notes.append(

@@ -82,7 +82,7 @@ def throughput_table(summary: Summary) -> str:
     return grid(["Metric", "Value"], rows, "Throughput and goodput")
 
 
-def _counting_text(block: Tokenizer) -> str:
+def counting_text(block: Tokenizer) -> str:
     """Which token counts the metrics use (the IETF draft's option A or B), as run.json declares it."""
     method = block.counting_method
     if method not in ("A", "B"):
@@ -103,12 +103,12 @@ def minimum_report(summary: Summary, info: RunInfo) -> str:
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}", _counting_text(info.tokenizer)]
-    notes.append(f"Warm-up: {_warmup_text(info.warmup)}")
+    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}", counting_text(info.tokenizer)]
+    notes.append(f"Warm-up: {warmup_text(info.warmup)}")
     failed = summary.requests.failures_by_reason
     if failed:
         notes.append("Failed requests: " + ", ".join(f"{n} {reason}" for reason, n in failed.items()))
-    notes.append(f"Guardrails: {sut.guardrails or 'not declared'}")
+    notes += disclosure_notes(info)
     notes += info.notes
     for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
         notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
@@ -120,7 +120,8 @@ def minimum_report(summary: Summary, info: RunInfo) -> str:
         f"- Model: {sut.model or 'not declared'}",
         f"- Hardware: {sut.hardware or 'not declared'}",
         f"- Software: {sut.software or 'not declared'}",
-        f"- SUT Boundary: {sut.boundary or 'Model Engine'}",
+        f"- SUT Boundary: {sut.boundary or 'not declared (draft 4.1: give --boundary)'}",
+        f"- Prefix Caching: {sut.prefix_caching or 'not declared'}",
         "",
         "Test Configuration:",
         f"- Workload: {info.workload.name or 'not declared'} (seed {seed})",
@@ -145,7 +146,29 @@ def minimum_report(summary: Summary, info: RunInfo) -> str:
     return "\n".join(lines)
 
 
-def _warmup_text(warmup: Warmup) -> str:
+def disclosure_notes(info: RunInfo) -> list[str]:
+    """Guardrails and refusals (draft 4.8.1), the clock method (4.7.2), the network round trip (4.7.3) and
+    non-content events before content (5.1.3.1), as the minimum report's notes."""
+    sut = info.sut
+    notes = [f"Guardrails: {sut.guardrails or 'not declared'}"]
+    if info.stream is not None:
+        s = info.stream
+        notes.append(f"Refusals (finish_reason content_filter): {s.refusals}")
+        if s.non_content_first:
+            notes.append(
+                f"{s.non_content_first} responses began with a non-content event (role-only or empty); TTFT is the "
+                "time to the first content token (draft 5.1.3.1)"
+            )
+    notes.append(f"Clock synchronization: {sut.clock_sync or 'not declared (draft 4.7.2: give --clock-sync)'}")
+    net = info.network
+    if net is not None and net.rtt_ms_median is not None:
+        notes.append(
+            f"Network RTT: median {net.rtt_ms_median:.3f} ms ({net.method}); reported, not subtracted from TTFT"
+        )
+    return notes
+
+
+def warmup_text(warmup: Warmup) -> str:
     if warmup.cold_start:
         return "none: COLD START measured (draft 4.5.3)"
     if not warmup.done:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infermeter.report.console import ITL_OPTION_NAMES
-from infermeter.report.console import _counting_text as counting_text
-from infermeter.report.console import _warmup_text as warmup_text
+from infermeter.report.console import ITL_OPTION_NAMES, counting_text, warmup_text
 from infermeter.report.tables import grid
 from infermeter.run_info import RunInfo
 from infermeter.suites.framework import SuiteResult
@@ -51,9 +49,9 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
         f"- Guardrails: {_distinct([i.sut.guardrails for i in infos])}",
         f"- {counting_text(first.tokenizer)}",
         f"- ITL measured with {_distinct([ITL_OPTION_NAMES[i.itl_option] for i in infos])}",
-        f"- Clock: {first.clock}; synchronization: {_distinct([getattr(i.sut, 'clock_sync', None) for i in infos])}",
+        f"- Clock: {first.clock}; synchronization: {_distinct([i.sut.clock_sync for i in infos])}",
     ]
-    rtt = [getattr(getattr(i, "network", None), "rtt_ms_median", None) for i in infos]
+    rtt = [i.network.rtt_ms_median if i.network is not None else None for i in infos]
     if any(r is not None for r in rtt):
         got = [r for r in rtt if r is not None]
         lines.append(f"- Network RTT (TCP connect, median per run): {min(got):.3f}-{max(got):.3f} ms (not subtracted)")

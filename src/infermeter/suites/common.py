@@ -3,6 +3,7 @@ requirements on sample counts and durations that recur across section 5."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from infermeter.config import checks
@@ -10,10 +11,23 @@ from infermeter.config.section import Flag
 from infermeter.errors import UserError
 from infermeter.metrics.summary_model import Stats
 from infermeter.report.tables import fmt_ms, fmt_pct
-from infermeter.suites.framework import Requirement, SuiteParams, Table
+from infermeter.suites.framework import SUITE_JSON, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Run
 
 EMULATOR_RATE = 20.0  # req/s: the embedded emulator's default engine carries it with room to spare
+
+
+def finished_suite(value: Any) -> Path:
+    """--from: the directory of a finished test suite (it holds suite.json)."""
+    path = Path(str(value))
+    if not str(value).strip() or not (path / SUITE_JSON).is_file():
+        raise ValueError(f"{str(value)!r} holds no finished test suite ({SUITE_JSON}): give the directory of one")
+    return path
+
+
+def from_flag(help: str) -> Flag:
+    """--from: a finished suite whose result this one builds on."""
+    return Flag(help, finished_suite, ("--from",))
 
 
 class LoadParams(SuiteParams):

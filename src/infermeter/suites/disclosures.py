@@ -12,7 +12,7 @@ NOT_DECLARED = "not declared"
 
 
 def _all(infos: Sequence[RunInfo], attr: str) -> list[str | None]:
-    return [getattr(i.sut, attr, None) for i in infos]
+    return [getattr(i.sut, attr) for i in infos]
 
 
 def _declared(infos: Sequence[RunInfo], attr: str, what: str, option: str) -> tuple[bool, str]:
@@ -48,7 +48,7 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
     add("MUST", "5.1.2.3", "the prefix caching state is defined", met, why)
     met, why = _declared(infos, "guardrails", "the guardrail configuration", "--guardrails")
     add("MUST", "4.8.1", "the guardrail configuration is disclosed", met, why)
-    refusals = [getattr(getattr(i, "stream", None), "refusals", None) for i in infos]
+    refusals = [i.stream.refusals if i.stream is not None else None for i in infos]
     known = [r for r in refusals if r is not None]
     add(
         "MUST",
@@ -114,7 +114,7 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
         None not in clocks,
         "; ".join(sorted({str(c) for c in clocks if c is not None})) or f"{NOT_DECLARED}: give --clock-sync",
     )
-    rtts = [getattr(getattr(i, "network", None), "rtt_ms_median", None) for i in infos]
+    rtts = [i.network.rtt_ms_median if i.network is not None else None for i in infos]
     got = [r for r in rtts if r is not None]
     add(
         "SHOULD",
@@ -123,7 +123,7 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
         len(got) == len(infos),
         f"median TCP connect RTT {min(got):.3f}-{max(got):.3f} ms" if got else "not measured",
     )
-    noted = [getattr(getattr(i, "stream", None), "non_content_first", None) for i in infos]
+    noted = [i.stream.non_content_first if i.stream is not None else None for i in infos]
     add(
         "MUST",
         "5.1.3.1",

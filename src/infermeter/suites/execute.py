@@ -12,11 +12,10 @@ from infermeter.errors import UserError
 from infermeter.records import holds_run
 from infermeter.run_info import wall_clock_iso
 from infermeter.suites.disclosures import common_requirements
-from infermeter.suites.framework import Suite, SuiteParams, SuiteResult, verdict
+from infermeter.suites.framework import SUITE_JSON, Suite, SuiteParams, SuiteResult, verdict
 from infermeter.suites.lab import Lab
 
 SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite
-RESULT = "suite.json"
 
 
 def claim_suite_dir(out: Path, settings: dict[str, Any], what: str) -> bool:
@@ -57,6 +56,6 @@ def execute(suite: Suite, lab: Lab, params: SuiteParams, quick: bool, command: s
 
 def save(out: Path, result: SuiteResult) -> None:
     """suite.json, replaced atomically (a kill mid-write leaves the previous one)."""
-    tmp = out / (RESULT + ".tmp")
+    tmp = out / (SUITE_JSON + ".tmp")
     tmp.write_text(result.model_dump_json(indent=2))
-    os.replace(tmp, out / RESULT)
+    os.replace(tmp, out / SUITE_JSON)

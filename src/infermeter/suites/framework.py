@@ -16,6 +16,9 @@ Level = Literal["MUST", "SHOULD"]
 Verdict = Literal["unconditionally compliant", "conditionally compliant", "not compliant"]
 
 
+SUITE_JSON = "suite.json"  # a finished suite's result, beside its runs
+
+
 class SuiteParams(Section):
     """A suite's setup parameters; `QUICK` holds the values --quick uses for the ones the user did not give."""
 

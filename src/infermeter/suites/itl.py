@@ -17,7 +17,7 @@ from infermeter.metrics.latency import itl
 from infermeter.metrics.modality import METHOD, modality
 from infermeter.report.console import ITL_OPTION_NAMES, table6_itl
 from infermeter.report.tables import fmt_ms, fmt_num
-from infermeter.suites.common import as_table, at_least, requirement
+from infermeter.suites.common import as_table, at_least, from_flag, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.throughput import small_engine
@@ -33,7 +33,7 @@ EMULATOR_SATURATION = 20.0  # req/s: where the throughput test finds the emulato
 class ItlParams(SuiteParams):
     saturation: Annotated[float | None, Flag("the saturation rate, req/s (else --from)", checks.RATE)] = None
     from_: Annotated[
-        Path | None, Flag("a `throughput` suite directory whose sustainable rate is the saturation", None, ("--from",))
+        Path | None, from_flag("a `throughput` suite directory whose sustainable rate is the saturation")
     ] = None
     levels: Annotated[list[int], Flag("load levels in % of saturation", checks.int_list(1, 200))] = Field(
         default_factory=lambda: [25, 50, 75, 90]

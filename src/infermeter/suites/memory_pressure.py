@@ -15,7 +15,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
 from infermeter.report.tables import fmt_ms, fmt_pct
-from infermeter.suites.common import at_least, requirement
+from infermeter.suites.common import at_least, from_flag, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.tradeoff import from_suite
@@ -27,9 +27,7 @@ class MemoryParams(SuiteParams):
     capacity: Annotated[
         int | None, Flag("the maximum concurrency (5.5) to oversubscribe", checks.integer(1, 100_000))
     ] = None
-    from_: Annotated[Path | None, Flag("a `capacity` suite directory whose maximum is the base", None, ("--from",))] = (
-        None
-    )
+    from_: Annotated[Path | None, from_flag("a `capacity` suite directory whose maximum is the base")] = None
     levels: Annotated[list[int], Flag("oversubscription levels in %", checks.int_list(100, 1000))] = Field(
         default_factory=lambda: [100, 110, 125, 150]
     )

@@ -16,8 +16,8 @@ from infermeter.errors import UserError
 from infermeter.metrics.curves import knee_point, optimal_point, saturation_point
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.report.text_plot import curve
-from infermeter.suites.common import at_least, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteResult, Table
+from infermeter.suites.common import at_least, from_flag, requirement
+from infermeter.suites.framework import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
 from infermeter.suites.lab import Lab
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.throughput import SweepParams, ThroughputParams, search_levels, small_engine
@@ -28,7 +28,7 @@ SATURATION_TOLERANCE = 0.03  # a drop in achieved throughput smaller than this i
 def from_suite(path: Path, figure: str) -> float:
     """A figure of a finished suite's suite.json (e.g. a `throughput` suite's sustainable rate)."""
     try:
-        result = SuiteResult.model_validate_json((path / "suite.json").read_text())
+        result = SuiteResult.model_validate_json((path / SUITE_JSON).read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"--from {path}: no finished test suite there ({type(exc).__name__})") from None
     value = result.analysis.figures.get(figure)
@@ -42,7 +42,7 @@ class TradeoffParams(SweepParams):
         None
     )
     from_: Annotated[
-        Path | None, Flag("a `throughput` suite directory whose sustainable rate is the estimate", None, ("--from",))
+        Path | None, from_flag("a `throughput` suite directory whose sustainable rate is the estimate")
     ] = None
     levels: Annotated[list[int], Flag("load levels in % of the capacity", checks.int_list(1, 1000))] = Field(
         default_factory=lambda: list(range(10, 130, 10))
