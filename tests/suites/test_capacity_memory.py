@@ -25,4 +25,11 @@ def test_memory_pressure_preempts_only_when_oversubscribed(tmp_path: Path) -> No
     assert f["base_concurrency"] == 7  # the emulator's KV holds 7 requests of 2048 + 256 tokens
     assert f["preemptions_100"] == 0
     assert isinstance(f["preemptions_150"], float) and f["preemptions_150"] > 0
+    # the emulator's per-request counters: which requests were hit, whether they finished, what they discarded
+    assert f["preempted_share_100"] == 0 and f["recovery_100"] is None
+    assert isinstance(f["preempted_share_150"], float) and 0 < f["preempted_share_150"] <= 1
+    assert f["recovery_150"] == 1.0  # recompute preemption loses time, never the request
+    # a victim is preempted while it prefills or decodes: it drops at least part of its 2048-token prompt's KV
+    assert isinstance(f["tokens_lost_150"], float) and 0 < f["tokens_lost_150"] <= 2048 + 256
+    assert next(r for r in result.requirements if r.text.startswith("preemption rate")).met
     assert result.analysis.tables[0].caption == "Table 11: Memory Pressure Degradation"

@@ -16,7 +16,8 @@ import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
 from infermeter.client.urls import endpoint
-from infermeter.metrics.summary_model import ServerMetrics
+from infermeter.metrics.histogram_delta import histogram_delta
+from infermeter.metrics.summary_model import HistogramDelta, ServerMetrics
 from infermeter.records import RunClock
 
 # role -> metric names (first present wins), across servers
@@ -30,11 +31,37 @@ ROLES: dict[str, tuple[str, ...]] = {
         "llamacpp:kv_cache_usage_ratio",
     ),
     "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    "preempted_requests": ("infermeter:preempted_requests_total",),
+    "preempted_finished": ("infermeter:preempted_requests_finished_total",),
+    "preempted_tokens": ("infermeter:preempted_tokens_total",),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"),
 }
-COUNTERS = ("preemptions", "prefix_queries", "prefix_hits")
+COUNTERS = (
+    "preemptions",
+    "preempted_requests",
+    "preempted_finished",
+    "preempted_tokens",
+    "prefix_queries",
+    "prefix_hits",
+)
+# role -> histogram names (seconds); vLLM's phases of a request before its first token
+HISTOGRAMS: dict[str, tuple[str, ...]] = {
+    "queue_time": ("vllm:request_queue_time_seconds",),
+    "prefill_time": ("vllm:request_prefill_time_seconds",),
+}
+_HISTOGRAM_NAMES = frozenset(n for names in HISTOGRAMS.values() for n in names)
+
+
+@dataclass
+class HistogramScrapes:
+    """A histogram's first and latest scrape: cumulative bucket counts by upper bound (summed over label sets)."""
+
+    first: dict[float, float]
+    first_sum: float
+    last: dict[float, float]
+    last_sum: float
 
 
 @dataclass
@@ -48,9 +75,12 @@ class MetricsSeries:
     scrapes: int = 0
     failures: int = 0
     error: str = ""
+    histograms: dict[str, HistogramScrapes] = field(default_factory=dict)
 
     def add(self, t: float, text: str) -> None:
         for family in text_string_to_metric_families(text):
+            if family.name in _HISTOGRAM_NAMES:
+                self._histogram(family.name, family.samples)
             for s in family.samples:
                 if s.name.endswith(("_bucket", "_created")):
                     continue
@@ -59,6 +89,33 @@ class MetricsSeries:
                 self.labels.append(",".join(f"{k}={v}" for k, v in sorted(s.labels.items())))
                 self.value.append(float(s.value))
         self.scrapes += 1
+
+    def _histogram(self, name: str, samples: list[Any]) -> None:
+        buckets: dict[float, float] = {}
+        total = 0.0
+        for s in samples:
+            if s.name == name + "_bucket":
+                le = float(s.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + float(s.value)
+            elif s.name == name + "_sum":
+                total += float(s.value)
+        if not buckets:
+            return
+        seen = self.histograms.get(name)
+        if seen is None:
+            self.histograms[name] = HistogramScrapes(buckets, total, buckets, total)
+        else:
+            seen.last, seen.last_sum = buckets, total
+
+    def histogram(self, role: str) -> HistogramDelta | None:
+        """What the role's histogram observed between the first and the last scrape."""
+        for name in HISTOGRAMS[role]:
+            h = self.histograms.get(name)
+            if h is not None and set(h.first) == set(h.last):
+                bounds = sorted(h.last)
+                first, last = [h.first[b] for b in bounds], [h.last[b] for b in bounds]
+                return histogram_delta(name, bounds, first, last, h.last_sum - h.first_sum)
+        return None
 
     def table(self) -> pa.Table:
         return pa.table(
@@ -100,6 +157,9 @@ class MetricsSeries:
             s = self.series(role)
             if s is not None:
                 out[role] = {"metric": s[0], "delta": float(s[2][-1] - s[2][0])}
+        for role in HISTOGRAMS:
+            if (delta := self.histogram(role)) is not None:
+                out[role] = delta
         q, h = out.get("prefix_queries"), out.get("prefix_hits")
         if q and h and q["delta"] > 0:
             out["prefix_cache_hit_rate"] = h["delta"] / q["delta"]

@@ -97,7 +97,7 @@ class Emulator(Protocol):
 
     async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0) -> Handle | str: ...
 
-    def account(self, times: list[float], received: float) -> None: ...
+    def account(self, times: list[float], received: float, handle: Handle) -> None: ...
 
 
 class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
@@ -171,7 +171,7 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
             assert emu.engine is not None
             emu.engine.abandon(handle)
             raise
-        emu.account(times, received)
+        emu.account(times, received, handle)
         if fault is not None and fault.kind == "reset_before_done":
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE, "connection reset before the final response (injected fault)"

@@ -102,13 +102,19 @@ class Emulator:
         self.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token.")
         self.itl = histogram("vllm:inter_token_latency_seconds", "Inter-token latency.")
         self.e2e = histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.")
+        self.queue_time = histogram("vllm:request_queue_time_seconds", "Time in the waiting queue.")
+        self.prefill_time = histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.")
         self.prefill_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
         self.requests_ok = counter("vllm:request_success", "Finished requests.")
         self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix-cache tokens queried.")
         self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix-cache tokens hit.")
-        self._preemptions_seen = 0
         self.preemptions = counter("vllm:num_preemptions", "Preemptions (recompute).")
+        # what vLLM does not export and the IETF draft's section 5.8.4 asks for, under the emulator's own names
+        self.preempted_requests = counter("infermeter:preempted_requests", "Requests preempted at least once.")
+        self.preempted_finished = counter("infermeter:preempted_requests_finished", "Preempted requests finished.")
+        self.preempted_tokens = counter("infermeter:preempted_tokens", "KV tokens discarded by preemptions.")
+        self._engine_counts_seen = (0, 0, 0)
 
     # ----- app wiring
 
@@ -168,10 +174,13 @@ class Emulator:
 
     async def metrics(self, request: web.Request) -> web.Response:
         assert self.engine is not None
-        new = self.engine.core.preemptions - self._preemptions_seen
-        if new > 0:
-            self.preemptions.inc(new)
-            self._preemptions_seen += new
+        state = self.engine.core.state
+        now = (state.preemptions, state.preempted_requests, state.preempted_tokens)
+        counters = (self.preemptions, self.preempted_requests, self.preempted_tokens)
+        for c, seen, value in zip(counters, self._engine_counts_seen, now, strict=True):
+            if value > seen:
+                c.inc(value - seen)
+        self._engine_counts_seen = now
         return web.Response(body=generate_latest(self.registry), content_type="text/plain", charset="utf-8")
 
     async def tokenize(self, request: web.Request) -> web.Response:
@@ -276,7 +285,7 @@ class Emulator:
         times = []
         while (t := await handle.queue.get()) is not None:
             times.append(t)
-        self.account(times, received)
+        self.account(times, received, handle)
         text = "".join(self.tokenizer.reply(i) for i in range(len(times)))
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
@@ -334,7 +343,7 @@ class Emulator:
                 await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
                 if k == strike and fault is not None and await self._mid_stream(fault, request, handle, out):
                     return resp
-            self.account(times, received)
+            self.account(times, received, handle)
             final: dict[str, Any] = {
                 "id": rid,
                 "object": obj,
@@ -384,15 +393,23 @@ class Emulator:
             return True
         return False
 
-    def account(self, times: list[float], received: float) -> None:
+    def account(self, times: list[float], received: float, handle: Handle) -> None:
+        """A finished stream into the histograms and counters vLLM exports (its queue and prefill phases: queued
+        until first scheduled, then until the first token)."""
         if not times:
             return
         self.ttft.observe(times[0] - received)
+        scheduled = handle.req.first_scheduled
+        if scheduled >= 0:
+            self.queue_time.observe(max(scheduled - handle.req.arrival, 0.0))
+            self.prefill_time.observe(max(times[0] - scheduled, 0.0))
         for a, b in itertools.pairwise(times):
             self.itl.observe(b - a)
         self.e2e.observe(times[-1] - received)
         self.generation_tokens.inc(len(times))
         self.requests_ok.inc()
+        if handle.req.preemptions:
+            self.preempted_finished.inc()
 
 
 class _Writer:

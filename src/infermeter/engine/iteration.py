@@ -79,6 +79,8 @@ class IterationLevel(ABC):
         """Recompute preemption: drop its KV and requeue it with its progress, to prefill prompt + output again."""
         engine.running.remove(req)
         engine.memory.release(req.blocks)
+        engine.preempted_requests += req.preemptions == 0
+        engine.preempted_tokens += req.kv
         req.blocks = 0
         req.kv = 0
         req.prefilled = 0

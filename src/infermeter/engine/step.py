@@ -69,4 +69,6 @@ class EngineState:
     engine_id: int = 0
     running: list[EngineRequest] = field(default_factory=list)
     preemptions: int = 0
+    preempted_requests: int = 0  # requests preempted at least once (draft 5.8.4's preemption rate)
+    preempted_tokens: int = 0  # KV tokens discarded by preemptions, to be computed again (its preemption loss)
     admissions: int = 0

@@ -195,11 +195,36 @@ class CounterDelta(Block):
     delta: float
 
 
+class HistogramDelta(Block):
+    """A server histogram over the measurement window (bucket counts' increase between the first and the last
+    scrape), in ms; quantiles interpolated inside buckets, so only as fine as the server's buckets."""
+
+    metric: str
+    count: int
+    mean_ms: float
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+
+
 class ServerMetrics(Block):
     """The server's own /metrics over the run; a role is left out when the server does not expose it."""
 
     OPTIONAL = frozenset(
-        {"waiting", "running", "kv_usage", "preemptions", "prefix_queries", "prefix_hits", "prefix_cache_hit_rate"}
+        {
+            "waiting",
+            "running",
+            "kv_usage",
+            "preemptions",
+            "preempted_requests",
+            "preempted_finished",
+            "preempted_tokens",
+            "prefix_queries",
+            "prefix_hits",
+            "prefix_cache_hit_rate",
+            "queue_time",
+            "prefill_time",
+        }
     )
     scrapes: int
     failed_scrapes: int
@@ -207,9 +232,14 @@ class ServerMetrics(Block):
     running: Gauge | None = None
     kv_usage: Gauge | None = None
     preemptions: CounterDelta | None = None
+    preempted_requests: CounterDelta | None = None  # requests preempted at least once (the emulator's own counters)
+    preempted_finished: CounterDelta | None = None  # of those, finished: recovered (draft 5.8.4)
+    preempted_tokens: CounterDelta | None = None  # KV tokens discarded, to be computed again
     prefix_queries: CounterDelta | None = None
     prefix_hits: CounterDelta | None = None
     prefix_cache_hit_rate: float | None = None
+    queue_time: HistogramDelta | None = None  # the TTFT components the draft names (5.1.4.2): waiting to be scheduled
+    prefill_time: HistogramDelta | None = None  # and scheduled until the first token
 
 
 class Energy(Block):

@@ -10,6 +10,7 @@ from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.latency import ttft
+from infermeter.metrics.summary_model import HistogramDelta
 from infermeter.report.console import table1_ttft, table2_ttft_by_input
 from infermeter.report.tables import fmt_ms
 from infermeter.report.text_plot import histogram
@@ -92,17 +93,21 @@ class TtftSuite:
         ]
 
 
-def _stat(run: Run, block: str, field: str) -> float | None:
+def _component(run: Run, block: str) -> HistogramDelta | None:
     server = run.summary.server_metrics
-    hist = getattr(server, block, None) if server is not None else None
-    return getattr(hist, field, None) if hist is not None else None
+    return None if server is None else server.queue_time if block == "queue_time" else server.prefill_time
+
+
+def _stat(run: Run, block: str, field: str) -> float | None:
+    hist = _component(run, block)
+    return getattr(hist, field) if hist is not None else None
 
 
 def _components(run: Run) -> Table | None:
     """Queue wait and prefill, the two components of TTFT the draft names (5.1.4.2), from the server's histograms."""
     rows = []
     for name, block in (("Queue wait", "queue_time"), ("Prefill", "prefill_time")):
-        if _stat(run, block, "count") is None:
+        if _component(run, block) is None:
             continue
         rows.append([name, *[fmt_ms(_stat(run, block, f)) for f in ("mean_ms", "p50_ms", "p95_ms", "p99_ms")]])
     if not rows:
