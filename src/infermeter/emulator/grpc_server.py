@@ -18,6 +18,7 @@ split reads, ...) have no gRPC form and are not injected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -114,6 +115,9 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         key = self.emulator.config.api_key
         if key is not None and dict(context.invocation_metadata()).get("authorization") != f"Bearer {key}":
+            # the request is read first: an abort racing the client's write of it reached the client as INTERNAL
+            with contextlib.suppress(StopAsyncIteration):
+                await anext(aiter(request_iterator))
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key (authorization metadata)")
         async for req in request_iterator:
             async for resp in self._one(req, context):

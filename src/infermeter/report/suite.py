@@ -40,7 +40,7 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
         "2. Test Configuration",
         f"- Workloads: {_distinct([i.workload.name for i in infos])} "
         f"(seed {_distinct([i.workload.seed for i in infos])})",
-        f"- Content: {_distinct([(i.workload.spec or {}).get('content') for i in infos])}",
+        f"- Content: {_distinct([i.workload.content for i in infos])}",
         f"- Runs: {len(infos)}; load per run: {_distinct([i.load.description for i in infos][:3])}"
         + (" ..." if len({i.load.description for i in infos}) > 3 else ""),
         f"- Requests per run: {_distinct([i.load.requests for i in infos])}",
