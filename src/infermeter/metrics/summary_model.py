@@ -208,24 +208,9 @@ class HistogramDelta(Block):
 
 
 class ServerMetrics(Block):
-    """The server's own /metrics over the run; a role is left out when the server does not expose it."""
+    """The server's own /metrics over the run; a role is left out when the server does not expose it (every field
+    but the scrape counts is OPTIONAL)."""
 
-    OPTIONAL = frozenset(
-        {
-            "waiting",
-            "running",
-            "kv_usage",
-            "preemptions",
-            "preempted_requests",
-            "preempted_finished",
-            "preempted_tokens",
-            "prefix_queries",
-            "prefix_hits",
-            "prefix_cache_hit_rate",
-            "queue_time",
-            "prefill_time",
-        }
-    )
     scrapes: int
     failed_scrapes: int
     waiting: Gauge | None = None
@@ -240,6 +225,9 @@ class ServerMetrics(Block):
     prefix_cache_hit_rate: float | None = None
     queue_time: HistogramDelta | None = None  # the TTFT components the draft names (5.1.4.2): waiting to be scheduled
     prefill_time: HistogramDelta | None = None  # and scheduled until the first token
+
+
+ServerMetrics.OPTIONAL = frozenset(ServerMetrics.model_fields) - {"scrapes", "failed_scrapes"}
 
 
 class Energy(Block):
