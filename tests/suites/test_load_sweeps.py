@@ -20,6 +20,8 @@ def test_throughput_finds_saturation_without_an_slo_and_less_load_under_a_tight_
         "Table 4: Latency at Maximum Throughput",
     ]
     assert free.verdict == "not compliant"  # --quick
+    table3 = dict(free.analysis.tables[1].rows)  # the emulator exports its batch size: utilization is known
+    assert table3["Batch Utilization"].endswith("%") and 0 < float(table3["Batch Utilization"][:-1]) <= 100
     tight = suite_result("throughput", tmp_path / "tight", "--ttft-slo", "40")
     g = tight.analysis.figures
     assert isinstance(g["sustainable_load"], float) and g["sustainable_load"] < f["sustainable_load"]

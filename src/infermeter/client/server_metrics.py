@@ -37,6 +37,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"),
+    "max_batch": ("infermeter:max_batch_size",),
 }
 COUNTERS = (
     "preemptions",
@@ -160,6 +161,9 @@ class MetricsSeries:
         for role in HISTOGRAMS:
             if (delta := self.histogram(role)) is not None:
                 out[role] = delta
+        capacity = self.series("max_batch")
+        if "running" in out and capacity is not None and capacity[2][-1] > 0:
+            out["batch_utilization"] = out["running"]["mean"] / float(capacity[2][-1])
         q, h = out.get("prefix_queries"), out.get("prefix_hits")
         if q and h and q["delta"] > 0:
             out["prefix_cache_hit_rate"] = h["delta"] / q["delta"]

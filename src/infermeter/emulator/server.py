@@ -70,6 +70,11 @@ class _EngineGauges:
             ("vllm:num_requests_running", "Requests in the running batch.", self.engine.running),
             ("vllm:num_requests_waiting", "Requests waiting to be scheduled.", self.engine.waiting),
             ("vllm:kv_cache_usage_perc", "KV-cache usage, 1 means 100 percent.", self.engine.core.memory.usage),
+            (
+                "infermeter:max_batch_size",
+                "The most requests a step holds.",
+                self.engine.config.engine.scheduler.max_batch(),
+            ),
         ):
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric([self.model], value)

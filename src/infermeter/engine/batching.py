@@ -185,6 +185,9 @@ class StaticFifoConfig(BatchLevelConfig):
     def build(self, limits: EngineLimits) -> StaticFifo:
         return StaticFifo(self.static_batch)
 
+    def max_batch(self) -> int:
+        return self.static_batch
+
 
 class DynamicConfig(BatchLevelConfig):
     """Settings of the SLA controller that sizes dynamic batches (Algorithm 2)."""
@@ -192,6 +195,9 @@ class DynamicConfig(BatchLevelConfig):
     b_min: int = Field(default=1, gt=0)
     b_max: int = Field(default=128, gt=0)
     epsilon: float = Field(default=0.005, ge=0, description="tolerance band around the decode SLA, seconds")
+
+    def max_batch(self) -> int:
+        return self.b_max
 
     @model_validator(mode="after")
     def _bounds(self) -> DynamicConfig:

@@ -211,6 +211,9 @@ class IterationConfig(SchedulerConfig):
 
     max_num_seqs: int = Field(default=256, gt=0, description="sequences running at once")
 
+    def max_batch(self) -> int:
+        return self.max_num_seqs
+
 
 class ContinuousConfig(IterationConfig):
     """continuous: continuous batching as vLLM v0 does it; new prompts prefill in a step of their own."""

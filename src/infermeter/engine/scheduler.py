@@ -52,3 +52,7 @@ class SchedulerConfig(BaseModel, ABC):
     @abstractmethod
     def build(self, limits: EngineLimits) -> Scheduler:
         """A new scheduler with these settings, for an engine with these limits."""
+
+    @abstractmethod
+    def max_batch(self) -> int:
+        """The most requests one step can hold (the denominator of batch utilization)."""

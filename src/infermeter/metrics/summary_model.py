@@ -223,6 +223,7 @@ class ServerMetrics(Block):
     prefix_queries: CounterDelta | None = None
     prefix_hits: CounterDelta | None = None
     prefix_cache_hit_rate: float | None = None
+    batch_utilization: float | None = None  # mean running requests / the most a step holds, when the server says
     queue_time: HistogramDelta | None = None  # the TTFT components the draft names (5.1.4.2): waiting to be scheduled
     prefill_time: HistogramDelta | None = None  # and scheduled until the first token
 

@@ -160,7 +160,7 @@ class ThroughputSuite:
             s = best.run.summary
             gpus = best.run.summary.energy.gpus if best.run.summary.energy else None
             gpus = gpus or (1 if best.run.info.kind == "emulated" else None)
-            util = getattr(s.server_metrics, "batch_utilization", None) if s.server_metrics else None
+            util = s.server_metrics.batch_utilization if s.server_metrics else None
             rows = [
                 ["Max Output Throughput", f"{s.throughput.output_tok_s:.0f} tok/s"],
                 ["Max Request Throughput", f"{s.throughput.req_s:.2f} req/s"],
