@@ -460,6 +460,7 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
 
 # ----- commands, and valid arguments around the one option under test
 
+
 def _commands() -> dict[str, Any]:
     """Every command by its words on the command line: a group's ("test ttft") under the group's name."""
     top = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
@@ -518,10 +519,7 @@ def params() -> list[tuple[str, Any]]:
         return not command.startswith("test ") or command == "test ttft" or name not in SHARED_SUITE_OPTIONS
 
     return [
-        (c, p)
-        for c, cmd in COMMANDS.items()
-        for p in cmd.params
-        if not getattr(p, "is_flag", False) and own(c, p.name)
+        (c, p) for c, cmd in COMMANDS.items() for p in cmd.params if not getattr(p, "is_flag", False) and own(c, p.name)
     ]
 
 

@@ -15,6 +15,15 @@ from infermeter.report.tables import fmt_ms
 from tests.cli import infermeter, report_json
 from tests.contract import EARLIER_RUNS, V1_RUNS, same_json
 
+NEW_SERVER_METRICS = (
+    "preempted_requests",
+    "preempted_finished",
+    "preempted_tokens",
+    "batch_utilization",
+    "queue_time",
+    "prefill_time",
+)
+
 
 def fixture_summary(name: str) -> dict:
     return orjson.loads((EARLIER_RUNS / name / "summary.json").read_bytes())
@@ -122,6 +131,12 @@ def test_a_new_live_run_writes_the_current_contracts_with_the_keys_of_v1(tmp_pat
     v1 = fixture_summary("v1-live")
     # v2 adds one block: what the server reported about its own timing (the emulator reports its prefix cache)
     assert doc.pop("server_timing")["cached_tokens_reported"] == 12
+    # and server metrics v1 did not scrape: preemption outcomes (5.8.4), batch utilization (5.2), TTFT's components
+    added = {k: doc["server_metrics"].pop(k) for k in NEW_SERVER_METRICS}
+    assert [added[k]["delta"] for k in ("preempted_requests", "preempted_finished", "preempted_tokens")] == [0, 0, 0]
+    assert 0 <= added["batch_utilization"] <= 1
+    assert added["queue_time"]["metric"] == "vllm:request_queue_time_seconds" and added["queue_time"]["count"] >= 1
+    assert added["prefill_time"]["count"] == added["queue_time"]["count"]
     assert set(doc["energy"]) >= set(v1["energy"]) - {"cpu_util_pct_mean"}
     doc["energy"] = v1["energy"] = {}
     assert key_sets(doc) == key_sets(v1)

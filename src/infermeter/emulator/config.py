@@ -21,7 +21,7 @@ class EmulatorConfig(BaseModel):
     prefix_caching: bool = True
     max_model_len: int = Field(default=131072, gt=0, le=10**8)
     input_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail before the engine (+ TTFT)")
-    output_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail delay on every streamed event")
+    output_filter_ms: float = Field(default=0.0, ge=0, le=3.6e6, description="guardrail time per event, in turn")
     faults: list[Fault] = Field(default_factory=list, description="injected faults (emulator/faults.py)")
     grpc_port: int | None = Field(
         default=None, ge=0, le=65535, description="also serve KServe v2 gRPC streaming here (0: a free port)"

@@ -29,6 +29,7 @@ import orjson
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.engine_loop import Handle, RealClockEngine
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
+from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.tokenizer import EmulatorTokenizer
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
@@ -145,15 +146,14 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
             yield pb.ModelStreamInferResponse(error_message=str(exc))
             return
         model = req.model_name or emu.config.model
-        delay = emu.config.output_filter_ms / 1000
+        guard = OutputFilter(emu.config.output_filter_ms / 1000)
         times: list[float] = []
         strike = fault.token_index(max_tokens) if fault is not None else -1
         try:
             if fault is not None and fault.kind == "stall_before_first_token":
                 await asyncio.sleep(fault.stall_s)
             while (t := await handle.queue.get()) is not None:
-                if delay and (wait := t + delay - time.perf_counter()) > 0:
-                    await asyncio.sleep(wait)
+                await guard.hold(t)
                 if len(times) == strike + 1 and fault is not None and fault.kind in MID_STREAM:
                     if fault.kind == "stall_mid_stream":
                         await asyncio.sleep(fault.stall_s)

@@ -29,6 +29,7 @@ from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.engine_loop import Handle, RealClockEngine
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
+from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.prefix_cache import PrefixCache
 from infermeter.emulator.process import ANNOUNCE, GRPC_ANNOUNCE
 from infermeter.emulator.tokenizer import EmulatorTokenizer
@@ -322,7 +323,7 @@ class Emulator:
         created = int(time.time())
         model = self.config.model
         obj = "chat.completion.chunk" if chat else "text_completion"
-        delay = self.config.output_filter_ms / 1000
+        guard = OutputFilter(self.config.output_filter_ms / 1000)
         kind = fault.kind if fault is not None else None
         strike = fault.token_index(handle.req.output) if fault is not None else -1
         out = _Writer(resp, kind)
@@ -338,10 +339,7 @@ class Emulator:
             while (t := await handle.queue.get()) is not None:
                 k = len(times)
                 times.append(t)
-                if delay:
-                    wait = t + delay - time.perf_counter()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
+                await guard.hold(t)
                 piece = self.tokenizer.reply(k)
                 choice: dict[str, Any] = {"index": 0, "finish_reason": None}
                 choice.update({"delta": {"content": piece}} if chat else {"text": piece})

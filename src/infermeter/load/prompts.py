@@ -31,8 +31,8 @@ def prepared(
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
         if pid >= 0 and pid not in prefixes:
-            prefixes[pid] = raw.build_prefix(max(ptok, 1), pid)
-        text = prompter.build(n, rid, prefixes.get(pid, ""))
+            prefixes[pid] = raw.build_prefix(max(ptok, 1), pid, requests.content)
+        text = prompter.build(n, rid, prefixes.get(pid, ""), requests.content)
         yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]), n)
 
 

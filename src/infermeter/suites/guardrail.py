@@ -3,21 +3,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
+import numpy as np
 from pydantic import Field
 
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
+from infermeter.metrics import latency
+from infermeter.metrics.columns import RecordColumns
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.common import requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.throughput import QUICK_WORKLOAD, small_engine
 
-INPUT_FILTER_MS, OUTPUT_FILTER_MS = 40.0, 2.0  # the emulator's guardrails: before the engine, on every event
+INPUT_FILTER_MS, OUTPUT_FILTER_MS = 40.0, 10.0  # the emulator's guardrails: before the engine, on every event
 EMULATOR_CAPACITY = 20.0
 CONFIGS = {"baseline": "Baseline", "input": "Input Filter", "output": "Output Filter", "full": "Full Filter"}
 
@@ -114,16 +118,17 @@ class GuardrailSuite:
             )
             figures[f"{name}_ttft_p50_ms"] = s.ttft_ms.p50
             figures[f"{name}_e2e_p50_ms"] = s.e2e_ms.p50
-        base = runs["baseline"][mid].summary
+        base = runs["baseline"][mid]
         findings = [f"at {mid}% of capacity ({measured['capacity']:g} req/s = 100%)"]
-        if "input" in runs:
-            over = (runs["input"][mid].summary.ttft_ms.p50 or 0) - (base.ttft_ms.p50 or 0)
-            figures["input_filter_overhead_ms"] = over
-            findings.append(f"Input filter overhead: {over:.1f} ms of TTFT (P50)")
-        if "full" in runs:
-            total = (runs["full"][mid].summary.e2e_ms.p50 or 0) - (base.e2e_ms.p50 or 0)
-            figures["total_overhead_ms"] = total
-            findings.append(f"Total guardrail overhead: {total:.1f} ms end to end (P50)")
+        overheads = (
+            ("input", latency.ttft, "input_filter_overhead_ms", "Input filter overhead", "of TTFT"),
+            ("output", latency.e2e, "output_filter_overhead_ms", "Output filter overhead", "end to end"),
+            ("full", latency.e2e, "total_overhead_ms", "Total guardrail overhead", "end to end"),
+        )
+        for name, metric, key, label, what in overheads:
+            if name in runs and (over := paired_overhead_ms(base, runs[name][mid], metric)) is not None:
+                figures[key] = over
+                findings.append(f"{label}: {over:.1f} ms {what} (median over the same requests, paired)")
         refusals = sum(
             getattr(getattr(r.info, "stream", None), "refusals", 0) or 0 for by in runs.values() for r in by.values()
         )
@@ -171,6 +176,17 @@ class GuardrailSuite:
             ),
             requirement("SHOULD", "5.10.2", "benign content", True, "generated text with no unsafe content"),
         ]
+
+
+def paired_overhead_ms(base: Run, other: Run, metric: Callable[[RecordColumns], np.ndarray]) -> float | None:
+    """The median over requests both runs completed of other's latency minus base's, in ms.  Every configuration
+    is sent the same requests in the same order, so pairing them by id leaves the guardrail's own cost, without
+    the spread of two distributions' percentiles taken apart."""
+    a, b = base.columns(), other.columns()
+    _, ia, ib = np.intersect1d(a.request_id, b.request_id, return_indices=True)
+    diff = metric(b)[ib] - metric(a)[ia]
+    diff = diff[np.isfinite(diff)]
+    return float(np.median(diff)) * 1000 if len(diff) else None
 
 
 SUITE = GuardrailSuite()

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from infermeter.errors import UserError
 from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
+from infermeter.workload.content import describe
 from infermeter.workload.spec import Requests, generate
 from infermeter.workload.standard import fixed_lengths, resolve
 from infermeter.workload.traces import load_burstgpt
@@ -54,6 +55,7 @@ def build_requests(
             "name": f"trace:{trace.name}",
             "seed": seed,
             "source": str(trace),
+            "content": describe("words"),
             "notes": ["lengths and arrival times replayed from a BurstGPT-format trace, sorted by timestamp"],
         }
         if arrivals is None or arrivals.kind == "trace":

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infermeter.config_files import read_mapping, validate
 from infermeter.errors import UserError
+from infermeter.workload.content import ContentKind, describe
 from infermeter.workload.distributions import Fixed, LengthDist
 
 
@@ -54,7 +55,7 @@ class WorkloadSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     purpose: str = ""
-    content: str = "random token sequences"
+    content: ContentKind = "words"  # what the prompts' text is made of (workload/content.py)
     classes: list[RequestClass] = Field(min_length=1)
     prefix: PrefixSharing | None = None
     temperature: float = Field(default=0.0, ge=0)
@@ -86,6 +87,7 @@ class WorkloadSpec(BaseModel):
                 "zipf_s": self.prefix.zipf_s,
             },
             "output_control": "max_tokens",
+            "content": describe(self.content),
             "notes": list(self.notes),
         }
 
@@ -100,6 +102,7 @@ class Requests:
     prefix_id: np.ndarray  # int64, -1 when the request shares no prefix
     prefix_tokens: np.ndarray  # int64, 0 when the request shares no prefix
     arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # send offsets, seconds
+    content: ContentKind = "words"  # what the prompts are made of (the workload's)
 
     def __len__(self) -> int:
         return len(self.input_tokens)
@@ -114,6 +117,7 @@ class Requests:
             self.prefix_id[:n],
             self.prefix_tokens[:n],
             arrivals,
+            self.content,
         )
 
     def rows(self) -> list[dict[str, Any]]:
@@ -157,7 +161,7 @@ def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
         prefix_id[shares] = chosen
         prefix_tokens[shares] = lengths[chosen]
         inputs = inputs + prefix_tokens
-    return Requests(names, inputs, outputs, prefix_id, prefix_tokens)
+    return Requests(names, inputs, outputs, prefix_id, prefix_tokens, content=spec.content)
 
 
 def load_spec_file(path: Path) -> WorkloadSpec:

@@ -41,7 +41,7 @@ SYNTHETIC_SKEWED = WorkloadSpec(
 CONVERSATION = WorkloadSpec(
     name="conversation",
     purpose="interactive chat (A.3)",
-    content="natural-language conversation",
+    content="prose",
     classes=[
         RequestClass(
             input=Quantiles(points={50: 156, 95: 892, 99: 2134}, min=4, max=8192),
@@ -54,13 +54,15 @@ CONVERSATION = WorkloadSpec(
         "(input P50 156 / P95 892 / P99 2134, output P50 234 / P95 789 / P99 1567) through a quantile-"
         "matched log-normal (piecewise in z-score and log length), floored at 4 and capped at 8192 / 4096.",
         "50% of requests carry one shared 200-token system prompt, prepended to the drawn user input.",
+        "Prompts are English prose from infermeter's embedded grammar (natural sentences, not a word list): "
+        "servers with speculative decoding or n-gram lookup behave differently on random words.",
     ],
 )
 
 CODE_COMPLETION = WorkloadSpec(
     name="code-completion",
     purpose="prefix caching with code context (A.4)",
-    content="source code (Python, JavaScript, TypeScript)",
+    content="code",
     classes=[
         RequestClass(
             input=Quantiles(points={50: 192, 95: 768}, min=16, max=4096),
@@ -71,15 +73,17 @@ CODE_COMPLETION = WorkloadSpec(
     notes=[
         "A.4: 10 repository contexts of Uniform[512, 1024] tokens; 80% of requests start with one of them, "
         "chosen Zipf(s=1.5) by rank. Output Log-normal(mu=4.0, sigma=1.5), capped at 2048.",
-        "The Stack cannot be downloaded here: the function-level part of each prompt (after any shared "
-        "context) is log-normal with median 192 and P95 768 tokens, infermeter's assumption, not the draft's.",
+        "The Stack cannot be downloaded here: prompts are Python only, the standard library's own source read "
+        "offline (each repository context the openings of several modules, each request consecutive lines of "
+        "one); the function-level part of each prompt (after any shared context) is log-normal with median 192 "
+        "and P95 768 tokens, infermeter's assumption, not the draft's.",
     ],
 )
 
 LONG_CONTEXT = WorkloadSpec(
     name="long-context",
     purpose="long-context behaviour (A.5)",
-    content="document + question",
+    content="document-question",
     classes=[
         RequestClass(
             input=Empirical(values=[8192, 16384, 32768, 65536, 131072]),
