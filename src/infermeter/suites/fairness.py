@@ -166,7 +166,8 @@ class FairnessSuite:
                 ],
             ),
             Table(
-                caption="Latency inflation: mixed TTFT / isolated TTFT at the same total load (draft 5.6.4)",
+                caption="Latency inflation: mixed TTFT / isolated TTFT (draft 5.6.4), each class alone "
+                + ("at the mix's total rate" if params.isolated_load == "total" else "at its share of the mix's rate"),
                 headers=["Class", "Alone P50", "Mixed P50", "Inflation P50", "Alone P95", "Mixed P95", "Inflation P95"],
                 rows=inflation_rows,
             ),
