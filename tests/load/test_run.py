@@ -36,8 +36,8 @@ def test_open_loop_run_with_the_drafts_warmup(fast_emulator, tmp_path):
         cols = _cols(out)
         lag_ms = (cols.submitted_at - cols.scheduled_at) * 1e3
         assert np.all(lag_ms >= 0), "sent before its time"
-        assert np.median(lag_ms) < 2, f"send lag p50 {np.median(lag_ms):.2f} ms"  # benchmarks/pacing.py: the tail
-        assert lag_ms.max() < 20 + noise.allowance_s * 1e3, f"send lag max {lag_ms.max():.2f} ms"
+        # the systematic lag only: the tail of a 60-request run is the host's, and benchmarks/pacing.py measures it
+        assert np.median(lag_ms) < 2, f"send lag p50 {np.median(lag_ms):.2f} ms"
 
     p = measured(measure, check)
     assert "=== LLM Benchmark Report (Minimum) ===" in p.stdout and f"run directory: {out}" in p.stdout
