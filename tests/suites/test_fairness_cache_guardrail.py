@@ -36,6 +36,6 @@ def test_guardrails_add_their_delay(tmp_path: Path) -> None:
     over, out, total = f["input_filter_overhead_ms"], f["output_filter_overhead_ms"], f["total_overhead_ms"]
     assert isinstance(over, float) and 30 < over < 60  # the emulator's input filter holds each request 40 ms
     # its output filter takes 10 ms per event, one at a time, slower than the ~6 ms decode step: 32-token streams
-    # slow to one event per 10 ms, ~130 ms later at the end (the draft's Table 13 shape: output filtering costs E2E)
+    # slow to one event per 10 ms, ~100 ms later at the end (the draft's Table 13 shape: output filtering costs E2E)
     assert isinstance(out, float) and 60 < out < 200
     assert isinstance(total, float) and total - over > 50  # both at once
