@@ -235,3 +235,15 @@ SlaRequestS = Annotated[
         parser=number(0, MAX_SECONDS, lo_open=True),
     ),
 ]
+Html = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="also write the full report (IETF draft, Appendix C.2) as one offline HTML file with plots",
+        parser=out_path,
+    ),
+]
+Markdown = Annotated[
+    Path | None,
+    typer.Option("--markdown", help="also write the full report (Appendix C.2) as Markdown", parser=out_path),
+]

@@ -10,7 +10,7 @@ import orjson
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import about, app
+from infermeter.cli.app import about, app, err
 from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.metrics.fluidity import parse_deadlines
@@ -24,6 +24,7 @@ from infermeter.records import (
     read_run_info,
 )
 from infermeter.report.console import comparison_table, full_report, sim_table
+from infermeter.suites.framework import SUITE_JSON
 
 
 @app.command()
@@ -38,8 +39,19 @@ def report(
     ] = None,
     slo: opt.Slo = None,
     deadlines: opt.Deadlines = None,
+    html: opt.Html = None,
+    markdown: opt.Markdown = None,
 ) -> None:
-    """Recompute and print the summary of any run directory (live, emulated or simulated)."""
+    """Recompute and print the summary of any run directory (live, emulated or simulated), or print a test suite's
+    report again; --html / --markdown also write the full report with its plots."""
+    if len(run_dirs) == 1 and (run_dirs[0] / SUITE_JSON).is_file():
+        _suite_report(run_dirs[0], html, markdown)
+        return
+    if (html or markdown) and len(run_dirs) > 1:
+        raise UserError(
+            "--html and --markdown write the report of one run or suite: compare several with "
+            "infermeter compare DIR... --html FILE"
+        )
     results: list[tuple[Path, RunInfo, Summary]] = []
     for run_dir in run_dirs:
         with about("run_dirs"):
@@ -69,11 +81,40 @@ def report(
     if len(results) > 1:
         print(comparison_table([(d.name or str(d), s) for d, _, s in results]))
         return
-    _, info, summary = results[0]
+    run_dir, info, summary = results[0]
     print(full_report(summary, info))
     if summary.sim is not None:
         print()
         print(sim_table(summary))
+    if html or markdown:
+        from infermeter.report.documents import run_document
+
+        doc = run_document(run_dir, info, summary, RecordColumns.of_run(run_dir, info))
+        write_documents(doc, html, markdown)
+
+
+def write_documents(doc: Any, html: Path | None, markdown: Path | None) -> None:
+    """Write the report's HTML and Markdown files where asked, and say where."""
+    from infermeter.report.html import write_report
+
+    for path, is_markdown in ((html, False), (markdown, True)):
+        if path is not None:
+            write_report(doc, path, is_markdown)
+            err.print(f"{'Markdown' if is_markdown else 'HTML'} report written to {path}")
+
+
+def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> None:
+    """A finished suite's report again, from its suite.json and its runs' run.json."""
+    from infermeter.report.documents import suite_document
+    from infermeter.report.suite import suite_report
+    from infermeter.suites.execute import load_result
+
+    with about("run_dirs"):
+        result = load_result(suite_dir)
+        infos = [read_run_info(Path(r.run_dir)) for r in result.runs if Path(r.run_dir).is_dir()]
+    print(suite_report(result, infos))
+    if html or markdown:
+        write_documents(suite_document(result, infos), html, markdown)
 
 
 def _stored_summary(run_dir: Path) -> Summary | None:

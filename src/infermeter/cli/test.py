@@ -62,6 +62,8 @@ def run_test(
     scheduler: str | None,
     progress: bool,
     argv: list[str],
+    html: Path | None = None,
+    markdown: Path | None = None,
 ) -> None:
     """Build the suite's parameters and base configuration, run (or resume) it, print its report."""
     from infermeter.config.scenario import run_config
@@ -97,7 +99,13 @@ def run_test(
         err.print("starting the embedded emulator (no --url given)")
     with Lab(out, base, emulator, progress, err) as lab:
         result = execute(suite, lab, params, quick, shlex.join(["infermeter", *argv]))
-    print(suite_report(result, [read_run_info(Path(r.run_dir)) for r in result.runs]))
+    infos = [read_run_info(Path(r.run_dir)) for r in result.runs]
+    print(suite_report(result, infos))
+    if html or markdown:
+        from infermeter.cli.report import write_documents
+        from infermeter.report.documents import suite_document
+
+        write_documents(suite_document(result, infos), html, markdown)
 
 
 def _command(name: str) -> None:
@@ -119,10 +127,12 @@ def _command(name: str) -> None:
         emulator_config: opt.EmulatorConfigFile = None,
         scheduler: opt.Scheduler = None,
         progress: opt.Progress = True,
+        html: opt.Html = None,
+        markdown: opt.Markdown = None,
     ) -> None:
         from infermeter.cli.main import invocation
 
-        run_test(name, given, quick, out, emulator_config, scheduler, progress, invocation())
+        run_test(name, given, quick, out, emulator_config, scheduler, progress, invocation(), html, markdown)
 
     command.__doc__ = f"{suite.title} (IETF draft, section {suite.section}): {suite.summary}."
     test_app.command(name=name)(opt.built_from(*parts)(command))

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infermeter.report.console import ITL_OPTION_NAMES, counting_text, warmup_text
+from infermeter.report.document import Section
 from infermeter.report.tables import grid
 from infermeter.run_info import RunInfo
-from infermeter.suites.framework import SuiteResult
+from infermeter.suites.framework import SuiteResult, Table
 
 NOT_DECLARED = "not declared"
 QUICK_BANNER = (
@@ -93,3 +94,39 @@ def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
         "=== End Report ===",
     ]
     return "\n".join(lines)
+
+
+def compliance_table(result: SuiteResult) -> Table:
+    """Section 5 of the report: each MUST and SHOULD, met or not, with the reason."""
+    rows = [[r.level, r.section, r.text, "met" if r.met else "NOT MET", r.reason] for r in result.requirements]
+    return Table(
+        caption=f"Verdict: {result.verdict} ({result.reference}; the IETF draft's section 2 defines the verdicts)",
+        headers=["Level", "Section", "Requirement", "Status", "Reason"],
+        rows=rows,
+    )
+
+
+def suite_sections(result: SuiteResult, infos: Sequence[RunInfo]) -> list[Section]:
+    """The report's six sections as a Document's (the console text above draws the same content)."""
+
+    def bullets(lines: list[str]) -> list[str]:
+        return [ln.removeprefix("- ") for ln in lines[1:]]
+
+    reused = sum(r.reused for r in result.runs)
+    findings = list(result.analysis.findings) or ["(no results)"]
+    return [
+        Section("1. System Identification", bullets(_system(infos)) if infos else ["(no runs)"]),
+        Section("2. Test Configuration", bullets(_configuration(result, infos)) if infos else []),
+        Section("3. Results", findings + [f"note: {n}" for n in result.analysis.notes]),
+        Section("4. Detailed Results", tables=list(result.analysis.tables), charts=list(result.analysis.charts)),
+        Section(f"5. Methodology Compliance: {result.verdict}", tables=[compliance_table(result)]),
+        Section(
+            "6. Reproduction",
+            [
+                f"Command: {result.command}",
+                f"Suite directory: {result.directory} (suite.json, suite-settings.json, runs/*/run.json)",
+                f"Runs: {len(result.runs)}" + (f", {reused} reused from an earlier start" if reused else ""),
+                f"Started {result.started_at}, finished {result.finished_at}",
+            ],
+        ),
+    ]

@@ -59,3 +59,19 @@ def save(out: Path, result: SuiteResult) -> None:
     tmp = out / (SUITE_JSON + ".tmp")
     tmp.write_text(result.model_dump_json(indent=2))
     os.replace(tmp, out / SUITE_JSON)
+
+
+def load_result(suite_dir: Path) -> SuiteResult:
+    """A finished suite's suite.json; a damaged or foreign one is a one-line error naming the file."""
+    from pydantic import ValidationError
+
+    from infermeter.errors import UserError
+    from infermeter.run_info import validation_problem
+
+    path = suite_dir / SUITE_JSON
+    try:
+        return SuiteResult.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror})") from None
+    except ValidationError as exc:
+        raise UserError(f"{path} is not a valid suite result: {validation_problem(exc, SUITE_JSON)}") from None

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infermeter.config.section import Section
 from infermeter.emulator.config import EmulatorConfig
+from infermeter.report.chart import Chart
 
 SUITE_SCHEMA = "infermeter.suite/1"
 Level = Literal["MUST", "SHOULD"]
@@ -62,6 +63,7 @@ class Analysis(BaseModel):
     figures: dict[str, int | float | str | bool | None] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     plots: list[str] = Field(default_factory=list)  # drawn in text for the console (histograms, curves)
+    charts: list[Chart] = Field(default_factory=list)  # drawn by the HTML report; kept in suite.json
 
 
 class RunRef(BaseModel):

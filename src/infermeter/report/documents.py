@@ -1,0 +1,126 @@
+"""The IETF draft's Appendix C.2 full report of a run or of a test suite, as a Document (Markdown and HTML render
+it): system identification, test configuration, results, detailed results with the charts, methodology compliance,
+reproduction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from infermeter.metrics import RecordColumns
+from infermeter.metrics.summary_model import Summary
+from infermeter.records import RunInfo
+from infermeter.report import console
+from infermeter.report.document import Document, Section
+from infermeter.report.run_charts import run_charts
+from infermeter.report.suite import QUICK_BANNER, suite_sections
+from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.common import as_table
+from infermeter.suites.framework import SuiteResult, Table
+
+
+def _identification(info: RunInfo) -> Section:
+    sut = info.sut
+    target = "embedded emulator" if info.kind == "emulated" else (sut.url or "not declared")
+    return Section(
+        "1. System Identification",
+        [
+            f"Model: {sut.model or 'not declared'}",
+            f"Hardware: {sut.hardware or 'not declared'}",
+            f"Software: {sut.software or 'not declared'}",
+            f"SUT Boundary: {sut.boundary or 'not declared (draft 4.1: give --boundary)'}",
+            f"Target: {target} ({info.kind} run)",
+        ],
+    )
+
+
+def _configuration(info: RunInfo, summary: Summary) -> Section:
+    w, load = info.workload, info.load
+    return Section(
+        "2. Test Configuration",
+        [
+            f"Workload: {w.name or 'not declared'} (seed {'n/a' if w.seed is None else w.seed}); "
+            f"content: {w.content or 'not declared'}",
+            f"Load model: {load.description or 'not declared'}",
+            f"Requests: {summary.requests.total}; measurement window {summary.duration_s:.1f} s",
+            f"Warm-up: {console.warmup_text(info.warmup)}",
+            console.counting_text(info.tokenizer),
+            f"ITL measured with {console.ITL_OPTION_NAMES[summary.itl_option]}",
+            f"Prefix caching: {info.sut.prefix_caching or 'not declared'}; guardrails: "
+            f"{info.sut.guardrails or 'not declared'}",
+            f"Clock: {info.clock}; synchronization: {info.sut.clock_sync or 'not declared'}",
+        ],
+    )
+
+
+def _results(summary: Summary) -> Section:
+    t, r = summary.throughput, summary.requests
+
+    def pair(name: str, s) -> str:  # type: ignore[no-untyped-def]
+        return f"{name} P50 / P99: {fmt_ms(s.p50)} / {fmt_ms(s.p99)}"
+
+    bullets = [
+        pair("TTFT", summary.ttft_ms),
+        pair("TPOT", summary.tpot_ms),
+        pair("ITL", summary.itl_ms),
+        pair("E2E", summary.e2e_ms),
+        f"Output throughput: {t.output_tok_s:.1f} tok/s; request throughput {t.req_s:.3f} req/s",
+        f"Success: {r.ok} of {r.total} requests ({fmt_pct(r.success_rate)})",
+    ]
+    if summary.goodput.slo:
+        bullets.append(f"Goodput: {summary.goodput.req_s or 0.0:.3f} req/s ({fmt_pct(summary.goodput.fraction)})")
+    return Section("3. Results", bullets)
+
+
+def run_tables(summary: Summary) -> list[Table]:
+    """The console's tables of a run, as cells."""
+    texts = [console.table1_ttft(summary)]
+    if len(summary.ttft_by_input_tokens) > 1:
+        texts.append(console.table2_ttft_by_input(summary))
+    texts += [console.table6_itl(summary), console.table_per_request_itl(summary), console.throughput_table(summary)]
+    if summary.requests.failed:
+        texts.append(console.failures_table(summary))
+    if len(summary.fairness.classes) > 1:
+        texts += [console.table8_classes(summary), console.table9_fairness(summary)]
+    if summary.fluidity is not None:
+        texts.append(console.fluidity_table(summary))
+    if summary.server_metrics is not None or summary.energy is not None:
+        texts.append(console.server_table(summary))
+    if summary.sim is not None:
+        texts.append(console.sim_table(summary))
+    return [as_table(t) for t in texts if t]
+
+
+def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordColumns) -> Document:
+    """The full report of one run directory."""
+    notes = [f"Warm-up: {console.warmup_text(info.warmup)}", *console.disclosure_notes(info), *info.notes]
+    for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
+        notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
+    return Document(
+        title=f"infermeter run report: {run_dir.name or run_dir}",
+        sections=[
+            _identification(info),
+            _configuration(info, summary),
+            _results(summary),
+            Section("4. Detailed Results", tables=run_tables(summary), charts=run_charts(cols, summary, run_dir)),
+            Section("5. Methodology Compliance (deviations and limitations)", notes),
+            Section(
+                "6. Reproduction",
+                [
+                    f"Run directory: {run_dir} (run.json, records.parquet, summary.json)",
+                    f"Same requests again: infermeter run --config {run_dir / 'run.json'}",
+                    f"Recompute this report: infermeter report {run_dir} --html FILE",
+                    "Software: " + ", ".join(f"{k} {v}" for k, v in info.software.items()),
+                ],
+            ),
+        ],
+    )
+
+
+def suite_document(result: SuiteResult, infos: Sequence[RunInfo]) -> Document:
+    """The full report of a test suite, from its suite.json and its runs' run.json."""
+    return Document(
+        title=f"infermeter test {result.suite}: {result.title} ({result.reference})",
+        banners=[QUICK_BANNER] if result.quick else [],
+        sections=suite_sections(result, infos),
+    )
