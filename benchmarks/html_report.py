@@ -39,8 +39,10 @@ def main() -> None:
     plotly_payload()  # compressed once per process
     seconds, page = best(lambda: render_html(run_document(Path("."), RunInfo(), summary, cols)))
     assert isinstance(page, str)
-    print(f"HTML report of {args.requests:,} requests x {args.tokens} tokens: {len(page.encode()) / 1e6:.2f} MB, "
-          f"charts + render {seconds:.2f} s (best of 3)")
+    print(
+        f"HTML report of {args.requests:,} requests x {args.tokens} tokens: {len(page.encode()) / 1e6:.2f} MB, "
+        f"charts + render {seconds:.2f} s (best of 3)"
+    )
     rng = np.random.default_rng(0)
     a = [rng.lognormal(2, 0.5, 10_000) for _ in range(3)]
     b = [rng.lognormal(2.05, 0.5, 10_000) for _ in range(3)]

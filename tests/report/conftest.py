@@ -9,6 +9,16 @@ import pytest
 
 from tests.cli import infermeter
 
+EVERY_RUN_CHART = {  # what a run with token times and deadlines draws (written out here, not read from the code)
+    "ttft-cdf",
+    "ttft-histogram",
+    "ttft-by-input",
+    "itl-distribution",
+    "request-timeline",
+    "stalls",
+    "fluidity",
+    "over-time",
+}
 REQUESTS, RATE = "100", "8"  # ~12 s a run: enough ITL samples for the ITL P99 difference, short for CI
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.cli import infermeter
+from tests.report.conftest import EVERY_RUN_CHART
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("INFERMETER_ARTIFACTS", Path(__file__).parents[2] / ".artifacts")) / "screenshots"
@@ -95,16 +96,7 @@ def test_a_run_report_draws_every_chart(browser: Any, run_dir: Path, tmp_path: P
     drawn = by_id(open_report(browser, html, "run"))
     cols = RecordColumns.of_run(run_dir)
     ok = int(cols.ok.sum())
-    expected = {
-        "ttft-cdf",
-        "ttft-histogram",
-        "ttft-by-input",
-        "itl-distribution",
-        "request-timeline",
-        "stalls",
-        "fluidity",
-        "over-time",
-    }
+    expected = EVERY_RUN_CHART
     assert expected <= set(drawn)
     assert drawn["ttft-cdf"]["points"] == ok  # one step per request (below the thinning threshold)
     assert drawn["ttft-by-input"]["markers"] >= ok  # one dot per request, plus the bucket line's markers

@@ -107,3 +107,24 @@ def test_a_10000_request_report_stays_under_5_mb(tmp_path: Path) -> None:
     figures = orjson.loads(_scripts(page)["figures"].replace("<\\/", "</"))
     timeline = next(f for k, f in figures.items() if k.endswith("request-timeline"))
     assert sum(len([v for v in t["x"] if v is not None]) for t in timeline["data"]) == 4 * 10_000
+
+
+def test_report_writes_markdown_and_html_of_a_run(run_dir: Path, tmp_path: Path) -> None:
+    from tests.cli import infermeter
+
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    p = infermeter("report", run_dir, "--markdown", md, "--html", html)
+    assert p.returncode == 0, p.stderr
+    text = md.read_text()
+    for heading in (
+        "1. System Identification",
+        "2. Test Configuration",
+        "3. Results",
+        "4. Detailed Results",
+        "5. Methodology Compliance",
+        "6. Reproduction",
+    ):
+        assert f"## {heading}" in text
+    assert "**Table 1: TTFT Results**" in text and "_Figure: Request timeline" in text
+    assert html.stat().st_size < 5_000_000 and 'data-chart="request-timeline"' in html.read_text()
+    assert "Table 1: TTFT Results" in p.stdout  # the console report is printed as before

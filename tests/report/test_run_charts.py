@@ -22,6 +22,7 @@ from infermeter.report.run_charts import (
     ttft_charts,
 )
 from tests.conftest import hand_records
+from tests.report.conftest import EVERY_RUN_CHART
 
 
 @pytest.fixture
@@ -90,16 +91,7 @@ def test_throughput_and_in_flight_over_time(cols: RecordColumns, tmp_path: Path)
 def test_every_chart_of_a_run_has_labelled_axes(cols: RecordColumns, tmp_path: Path) -> None:
     summary = summarize(cols, "B", {}, parse_deadlines("tbt=50ms"))
     charts = run_charts(cols, summary, tmp_path)
-    assert {c.id for c in charts} >= {
-        "ttft-cdf",
-        "ttft-histogram",
-        "ttft-by-input",
-        "itl-distribution",
-        "request-timeline",
-        "stalls",
-        "fluidity",
-        "over-time",
-    }
+    assert {c.id for c in charts} >= EVERY_RUN_CHART
     for c in charts:
         assert c.x_title and all(c.panels), c.id
         assert len({c.id for c in charts}) == len(charts)
@@ -122,3 +114,10 @@ def test_a_chart_becomes_a_plotly_figure_with_stacked_panels() -> None:
     assert fig["layout"]["xaxis"]["anchor"] == "y2"  # the shared x axis sits under the bottom panel
     assert [a["text"] for a in fig["layout"]["annotations"]] == ["knee", "SLO"]
     assert chart.points() == 4
+
+
+def test_a_run_that_kept_only_each_streams_endpoints_draws_no_gaps(cols: RecordColumns, tmp_path: Path) -> None:
+    summary = summarize(cols, "B", {}, parse_deadlines("tbt=50ms"))
+    ids = {c.id for c in run_charts(cols, summary, tmp_path, endpoints_only=True)}
+    assert "request-timeline" in ids and "ttft-cdf" in ids
+    assert not ids & {"itl-distribution", "stalls", "fluidity"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.cli import suite_result
 
 
@@ -19,15 +21,29 @@ def test_fcfs_treats_short_requests_unfairly_and_the_priority_scheduler_less_so(
         "Table 9: Fairness Metrics",
     ]
     assert "TTFT P95" in fcfs.analysis.tables[0].headers and "TPOT P95" in fcfs.analysis.tables[0].headers
+    boxes = {t.name: t for t in fcfs.analysis.charts[0].traces}  # P5, P25, P50, P75, P95 per class and condition
+    assert set(boxes) == {
+        f"{c} {w}: {m}" for c in ("short", "long") for w in ("alone", "mixed") for m in ("TTFT", "TPOT")
+    }
+    table8 = {row[0]: row for row in fcfs.analysis.tables[0].rows}
+    for name in ("short", "long"):
+        five = boxes[f"{name} mixed: TTFT"].box
+        assert five is not None and five == sorted(five)
+        assert five[2] == pytest.approx(float(table8[name][2].split()[0]), abs=0.5)  # the median: Table 8's P50
+        assert five[4] == pytest.approx(float(table8[name][3].split()[0]), abs=0.5)  # upper whisker: its P95
 
 
 def test_prefix_cache_cuts_ttft_and_a_warm_cache_hits_more(tmp_path: Path) -> None:
-    f = suite_result("prefix-cache", tmp_path / "pc").analysis.figures
+    result = suite_result("prefix-cache", tmp_path / "pc")
+    f = result.analysis.figures
     assert isinstance(f["warm_ttft_reduction"], float) and f["warm_ttft_reduction"] > 0.5
     assert isinstance(f["cold_ttft_reduction"], float) and f["cold_ttft_reduction"] > 0.2
     assert isinstance(f["warm_hit_rate"], float) and isinstance(f["cold_hit_rate"], float)
     assert f["warm_hit_rate"] > f["cold_hit_rate"]
     assert not f["disabled_hit_rate"]
+    bars = result.analysis.charts[0]
+    assert bars.traces[0].x == ["cache disabled", "cache cold", "cache warm"]
+    assert bars.traces[0].y == [f[f"{k}_ttft_p50_ms"] for k in ("disabled", "cold", "warm")]
 
 
 def test_guardrails_add_their_delay(tmp_path: Path) -> None:

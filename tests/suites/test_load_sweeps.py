@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.cli import suite_result
 
 
@@ -22,6 +24,10 @@ def test_throughput_finds_saturation_without_an_slo_and_less_load_under_a_tight_
     assert free.verdict == "not compliant"  # --quick
     table3 = dict(free.analysis.tables[1].rows)  # the emulator exports its batch size: utilization is known
     assert table3["Batch Utilization"].endswith("%") and 0 < float(table3["Batch Utilization"][:-1]) <= 100
+    search = free.analysis.charts[0]  # the search steps: every probe, passed or failed, in the order run
+    passed, failed = (t for t in search.traces if t.name in ("passed", "failed"))
+    assert search.id == "throughput-search" and passed.points() + failed.points() == len(free.analysis.tables[0].rows)
+    assert max(passed.y) == f["sustainable_load"] and min(failed.y) == f["saturated_at"]  # type: ignore[type-var]
     tight = suite_result("throughput", tmp_path / "tight", "--ttft-slo", "40")
     g = tight.analysis.figures
     assert isinstance(g["sustainable_load"], float) and g["sustainable_load"] < f["sustainable_load"]
@@ -36,3 +42,12 @@ def test_tradeoff_sweeps_twelve_levels_and_finds_the_knee(tmp_path: Path) -> Non
     assert f["last_e2e_p99_ms"] > 2 * f["min_e2e_p99_ms"]
     assert any(line.startswith("Knee point: ") and "req/s" in line for line in result.analysis.findings)
     assert result.runs[0].key == "level-10pct"  # --capacity given: no preliminary search
+    curve = result.analysis.charts[0]  # TTFT and TPOT percentiles against achieved throughput, a point per level
+    assert curve.id == "tradeoff-curve" and curve.panels == ["TTFT (ms)", "TPOT (ms)"]
+    assert [t.name for t in curve.traces] == [f"{m} P{p}" for m in ("TTFT", "TPOT") for p in (50, 95, 99)]
+    achieved = curve.traces[0].x
+    rows = result.analysis.tables[0].rows  # Table 5 rounds: achieved tok/s to units, latencies to 0.1 ms (1 ms >= 100)
+    assert achieved == [pytest.approx(float(r[1]), abs=0.5) for r in rows]
+    assert curve.traces[2].y == [pytest.approx(float(r[3]), abs=0.5) for r in rows]  # TTFT P99
+    knee = next(m for m in curve.marks if m.label.startswith("knee"))
+    assert knee.x == achieved[f["knee_index"]]  # type: ignore[index]

@@ -87,7 +87,7 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
         "hovermode": "closest",
         "template": None,
         "plot_bgcolor": "#fff",
-        "barmode": "overlay",
+        "barmode": "overlay" if any(t.kind == "histogram" for t in chart.traces) else "group",
         "xaxis": {
             "title": {"text": chart.x_title},
             "type": "log" if chart.x_log else "-",  # "-": plotly decides (numbers, or categories such as groups)

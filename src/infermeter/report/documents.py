@@ -102,7 +102,11 @@ def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordCol
             _identification(info),
             _configuration(info, summary),
             _results(summary),
-            Section("4. Detailed Results", tables=run_tables(summary), charts=run_charts(cols, summary, run_dir)),
+            Section(
+                "4. Detailed Results",
+                tables=run_tables(summary),
+                charts=run_charts(cols, summary, run_dir, info.token_times == "endpoints"),
+            ),
             Section("5. Methodology Compliance (deviations and limitations)", notes),
             Section(
                 "6. Reproduction",

@@ -372,17 +372,14 @@ def energy_chart(run_dir: Path) -> Chart | None:
     return Chart(id="power", title="Power over the run", x_title="run time (s)", panels=["power (W)"], traces=traces)
 
 
-def run_charts(cols: RecordColumns, summary: Summary, run_dir: Path) -> list[Chart]:
-    """Every chart that applies to the run, in the order the report shows them."""
+def run_charts(cols: RecordColumns, summary: Summary, run_dir: Path, endpoints_only: bool = False) -> list[Chart]:
+    """Every chart that applies to the run, in the order the report shows them; a simulated run that kept only each
+    stream's first and last token (`endpoints_only`) has no gaps to draw, so its ITL, stall and fluidity charts are
+    left out."""
     charts = ttft_charts(cols, summary)
-    for chart in (
-        itl_chart(cols, summary),
-        timeline_chart(cols),
-        stall_chart(cols, summary),
-        fluidity_chart(cols, summary),
-        over_time_chart(cols, run_dir),
-        energy_chart(run_dir),
-    ):
+    gaps = [] if endpoints_only else [itl_chart(cols, summary), stall_chart(cols, summary)]
+    fluid = [] if endpoints_only else [fluidity_chart(cols, summary)]
+    for chart in (*gaps, timeline_chart(cols), *fluid, over_time_chart(cols, run_dir), energy_chart(run_dir)):
         if chart is not None:
             charts.append(chart)
     return charts

@@ -14,6 +14,7 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.columns import RecordColumns
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.charts import search_chart
 from infermeter.suites.common import requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
@@ -136,7 +137,14 @@ class CapacitySuite:
             rows=rows,
             notes=[f"criteria: completion >= 99%, TTFT P99 <= {params.ttft_p99:g} ms, no out-of-memory errors"],
         )
-        return Analysis(tables=[table], findings=findings, figures=figures)
+        chart = search_chart(
+            "capacity-search",
+            "The closed-loop search for the maximum concurrency (draft 5.5)",
+            "concurrent requests",
+            [(float(p.concurrency), p.run.summary, p.why) for p in probes],
+            params.ttft_p99,
+        )
+        return Analysis(tables=[table], findings=findings, figures=figures, charts=[chart])
 
     def requirements(
         self, probes: list[Probe], analysis: Analysis, params: CapacityParams, quick: bool

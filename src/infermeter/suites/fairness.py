@@ -14,7 +14,9 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
 from infermeter.metrics.latency import tpot, ttft
+from infermeter.report.chart import Chart
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct
+from infermeter.suites.charts import box_trace
 from infermeter.suites.common import at_least, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
@@ -178,7 +180,29 @@ class FairnessSuite:
         ]
         verdict = "significant unfairness" if (f.jain_index or 1) < 0.9 else "fair"
         findings.append(f"Jain's index {fmt_num(f.jain_index)} ({verdict} by the draft's 0.9 line), {scheduler}")
-        return Analysis(tables=tables, findings=findings, figures=figures)
+        return Analysis(tables=tables, findings=findings, figures=figures, charts=[self._chart(runs)])
+
+    @staticmethod
+    def _chart(runs: dict[str, Run]) -> Chart:
+        """Each class's TTFT and TPOT alone and in the mix, as boxes (P5, P25, P50, P75, P95)."""
+        traces = []
+        mix = runs["mix"].columns()
+        for name, color in (("short", "#1f77b4"), ("long", "#d62728")):
+            alone = runs[name].columns()
+            member = mix.request_class == name
+            for cond, cols, pick in (("alone", alone, alone.ok), ("mixed", mix, member)):
+                for row, (metric, values) in enumerate((("TTFT", ttft(cols)), ("TPOT", tpot(cols))), start=1):
+                    box = box_trace(f"{name} {cond}: {metric}", f"{name} {cond}", values[pick] * MS_PER_S, row, color)
+                    if box is not None:
+                        traces.append(box)
+        return Chart(
+            id="fairness-classes",
+            title="Each class alone and in the mix (draft 5.6): TTFT and TPOT",
+            x_title="class and condition",
+            panels=["TTFT (ms)", "TPOT (ms)"],
+            traces=traces,
+            note="Boxes span P25-P75 with the median; whiskers reach P5 and P95.",
+        )
 
     def requirements(
         self, runs: dict[str, Run], analysis: Analysis, params: FairnessParams, quick: bool

@@ -15,6 +15,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics import latency
 from infermeter.metrics.columns import RecordColumns
+from infermeter.report.chart import PALETTE, Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.common import requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
@@ -39,6 +40,43 @@ class GuardrailParams(SuiteParams):
     url_full: Annotated[str | None, Flag("the server with every production guardrail on", checks.url)] = None
 
     QUICK: ClassVar[dict[str, Any]] = {"duration": 2.0}
+
+
+def _chart(runs: dict[str, dict[int, Run]], levels: list[int]) -> Chart:
+    """Each guardrail configuration's TTFT and E2E medians and output throughput at every load level."""
+    x = [float(v) for v in levels]
+    traces = []
+    for i, (name, by_level) in enumerate(runs.items()):
+        color = PALETTE[i % len(PALETTE)]
+        at = [by_level[v].summary for v in levels]
+        traces += [
+            Trace(
+                name=f"{CONFIGS[name]}: TTFT P50",
+                kind="lines+markers",
+                x=x,
+                y=[s.ttft_ms.p50 for s in at],
+                color=color,
+                dash=True,
+            ),
+            Trace(
+                name=f"{CONFIGS[name]}: E2E P50", kind="lines+markers", x=x, y=[s.e2e_ms.p50 for s in at], color=color
+            ),
+            Trace(
+                name=f"{CONFIGS[name]}: output",
+                kind="lines+markers",
+                x=x,
+                row=2,
+                color=color,
+                y=[round(s.throughput.output_tok_s, 2) for s in at],
+            ),
+        ]
+    return Chart(
+        id="guardrail-overhead",
+        title="Guardrail configurations against load (draft 5.10)",
+        x_title="load (% of capacity)",
+        panels=["latency P50 (ms): TTFT dashed, E2E solid", "output throughput (tok/s)"],
+        traces=traces,
+    )
 
 
 class GuardrailSuite:
@@ -146,7 +184,7 @@ class GuardrailSuite:
                 notes=[f"max throughput: the highest output rate over the levels {levels}%"],
             ),
         ]
-        return Analysis(tables=tables, findings=findings, figures=figures)
+        return Analysis(tables=tables, findings=findings, figures=figures, charts=[_chart(runs, levels)])
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: GuardrailParams, quick: bool

@@ -15,8 +15,10 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics.latency import itl
 from infermeter.metrics.modality import METHOD, modality
+from infermeter.report.chart import Chart, Trace
 from infermeter.report.console import ITL_OPTION_NAMES, table6_itl
 from infermeter.report.tables import fmt_ms, fmt_num
+from infermeter.suites.charts import COLORS, percentile_traces
 from infermeter.suites.common import as_table, at_least, from_flag, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
@@ -143,7 +145,29 @@ class ItlSuite:
         )
         methods = {ITL_OPTION_NAMES[r.summary.itl_option] for _, r in measured["runs"]}
         findings.append(f"ITL measured with {', '.join(sorted(methods))} (draft 4.6.3); TTFT is never an ITL sample")
-        return Analysis(tables=tables, findings=findings, figures=figures)
+        pcts = [float(pct) for pct, _ in measured["runs"]]
+        summaries = [run.summary for _, run in measured["runs"]]
+        chart = Chart(
+            id="itl-levels",
+            title="ITL and per-request maximum pause against load (draft 5.4)",
+            x_title="load (% of saturation)",
+            panels=["ITL (ms)", "max pause per request (ms)"],
+            traces=[
+                *percentile_traces(pcts, summaries, "itl", 1, (50.0, 95.0, 99.0)),
+                *[
+                    Trace(
+                        name=f"max pause P{p:g}",
+                        kind="lines+markers",
+                        x=pcts,
+                        row=2,
+                        color=COLORS[p],
+                        y=[s.max_pause_ms.percentile(p) for s in summaries],
+                    )
+                    for p in (50.0, 99.0)
+                ],
+            ],
+        )
+        return Analysis(tables=tables, findings=findings, figures=figures, charts=[chart])
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: ItlParams, quick: bool

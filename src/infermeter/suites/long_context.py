@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
+import numpy as np
 from pydantic import Field
 
 from infermeter.config import checks
@@ -13,7 +14,8 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
-from infermeter.metrics.curves import scaling_fit
+from infermeter.metrics.curves import ScalingFit, scaling_fit
+from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms
 from infermeter.suites.common import at_least, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
@@ -34,6 +36,48 @@ class LongContextParams(SuiteParams):
     output_tokens: Annotated[int, Flag("fixed output length (the draft: 256)", checks.integer(1, 100_000))] = 256
 
     QUICK: ClassVar[dict[str, Any]] = {"lengths": [1024, 2048, 4096, 8192], "requests": 4, "output_tokens": 8}
+
+
+def _chart(runs: list[tuple[int, Run]], fit: ScalingFit) -> Chart:
+    """TTFT against context length: the measured mean and P50 per length, the linear and quadratic fits of the mean."""
+    lengths = [float(n) for n, _ in runs]
+    grid = np.linspace(min(lengths), max(lengths), 50) if lengths else np.empty(0)
+    traces = [
+        Trace(
+            name="TTFT mean (measured)",
+            kind="markers",
+            x=lengths,
+            y=[r.summary.ttft_ms.mean for _, r in runs],
+            color="#1f77b4",
+        ),
+        Trace(
+            name="TTFT P50 (measured)",
+            kind="markers",
+            x=lengths,
+            y=[r.summary.ttft_ms.p50 for _, r in runs],
+            color="#7f7f7f",
+        ),
+    ]
+    for name, f, color in (("linear fit", fit.linear, "#2ca02c"), ("quadratic fit", fit.quadratic, "#d62728")):
+        y = np.polynomial.polynomial.polyval(grid, f.coefficients)
+        traces.append(
+            Trace(
+                name=f"{name} of the mean (R^2 {f.r2:.4f})",
+                kind="line",
+                x=[round(v, 1) for v in grid],
+                y=[round(float(v), 3) for v in y],
+                color=color,
+                dash=name != fit.best + " fit",
+            )
+        )
+    return Chart(
+        id="long-context-scaling",
+        title="TTFT against context length (draft 5.9)",
+        x_title="context length (input tokens)",
+        panels=["TTFT (ms)"],
+        traces=traces,
+        note=f"{fit.describe()}; the better fit is drawn solid.",
+    )
 
 
 class LongContextSuite:
@@ -126,7 +170,7 @@ class LongContextSuite:
             "f_p": fit.f_p,
         }
         figures.update({f"ttft_mean_ms_{n}": y for n, y in zip(xs, ys, strict=True)})
-        return Analysis(tables=[table], findings=findings, figures=figures, notes=notes)
+        return Analysis(tables=[table], findings=findings, figures=figures, notes=notes, charts=[_chart(runs, fit)])
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: LongContextParams, quick: bool

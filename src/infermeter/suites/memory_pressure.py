@@ -15,7 +15,9 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
+from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.charts import percentile_traces
 from infermeter.suites.common import at_least, from_flag, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
@@ -152,7 +154,33 @@ class MemoryPressureSuite:
         )
         findings = [f"base concurrency {measured['base']} from {measured['source']}"]
         findings += [f"{r[0]}: {r[3]} preemptions ({r[4]} of requests), {r[2]} completed" for r in rows]
-        return Analysis(tables=[table], findings=findings, figures=figures)
+        pcts = [float(pct) for pct, _, _ in measured["runs"]]
+        summaries = [run.summary for _, _, run in measured["runs"]]
+        preempted = [_preemption(run).rate for _, _, run in measured["runs"]]
+        chart = Chart(
+            id="memory-pressure",
+            title="Degradation under memory pressure (draft 5.8)",
+            x_title="load (% of the concurrent capacity)",
+            panels=["share of requests (%)", "TTFT (ms)"],
+            traces=[
+                Trace(
+                    name="completed",
+                    kind="lines+markers",
+                    x=pcts,
+                    color="#2ca02c",
+                    y=[None if s.requests.success_rate is None else 100 * s.requests.success_rate for s in summaries],
+                ),
+                Trace(
+                    name="preempted at least once",
+                    kind="lines+markers",
+                    x=pcts,
+                    color="#d62728",
+                    y=[None if r is None else 100 * r for r in preempted],
+                ),
+                *percentile_traces(pcts, summaries, "ttft", 2, (50.0, 99.0)),
+            ],
+        )
+        return Analysis(tables=[table], findings=findings, figures=figures, charts=[chart])
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: MemoryParams, quick: bool

@@ -9,7 +9,9 @@ from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
+from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.charts import COLORS
 from infermeter.suites.common import requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
@@ -122,7 +124,26 @@ class PrefixCacheSuite:
             ],
         )
         findings = [f"{r[0]}: TTFT P50 {r[1]}, reduction {r[4]}, hit rate {r[5]}" for r in rows[1:]]
-        return Analysis(tables=[table], findings=findings, figures=figures)
+        labels = ["cache disabled", "cache cold", "cache warm"]
+        order = [runs[k].summary for k in ("disabled", "cold", "warm")]
+        chart = Chart(
+            id="prefix-cache",
+            title="TTFT with the prefix cache disabled, cold and warm (draft 5.7)",
+            x_title="configuration",
+            panels=["TTFT (ms)"],
+            traces=[
+                Trace(
+                    name=f"TTFT P{p:g}",
+                    kind="bar",
+                    x=labels,
+                    y=[s.ttft_ms.percentile(p) for s in order],
+                    color=COLORS[p],
+                )
+                for p in (50.0, 99.0)
+            ],
+            note="The bars are grouped per configuration: P50 left, P99 right.",
+        )
+        return Analysis(tables=[table], findings=findings, figures=figures, charts=[chart])
 
     def requirements(
         self, runs: dict[str, Run], analysis: Analysis, params: PrefixParams, quick: bool

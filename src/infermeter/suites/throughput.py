@@ -11,6 +11,7 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suites.charts import search_chart
 from infermeter.suites.common import at_least, percentiles_row, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab
@@ -202,7 +203,14 @@ class ThroughputSuite:
             findings.append(f"saturated at {saturated_at:g} {unit}: {'; '.join(why)}")
             figures["saturation_reasons"] = "; ".join(why)
         notes = [search.note] if getattr(search, "note", "") else []  # type: ignore[attr-defined]
-        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes)
+        chart = search_chart(
+            "throughput-search",
+            "The search for the maximum sustainable load (draft 5.2)",
+            unit,
+            [(lv.offered, lv.run.summary, why) for lv, why in search.levels],
+            params.ttft_slo,
+        )
+        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes, charts=[chart])
 
     def requirements(
         self, search: Search, analysis: Analysis, params: ThroughputParams, quick: bool

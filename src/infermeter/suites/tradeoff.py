@@ -14,8 +14,10 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics.curves import knee_point, optimal_point, saturation_point
+from infermeter.report.chart import Chart, Mark
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.report.text_plot import curve
+from infermeter.suites.charts import percentile_traces
 from infermeter.suites.common import at_least, from_flag, requirement
 from infermeter.suites.framework import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
 from infermeter.suites.lab import Lab
@@ -162,7 +164,23 @@ class TradeoffSuite:
             "peak_output_tok_s": max(achieved, default=None),
             "last_output_tok_s": achieved[-1] if achieved else None,
         }
-        return Analysis(tables=[table], findings=findings, figures=figures, plots=[plot])
+        chart = Chart(
+            id="tradeoff-curve",
+            title="Throughput-latency trade-off (draft 5.3): latency percentiles against achieved throughput",
+            x_title="achieved output throughput (tok/s)",
+            panels=["TTFT (ms)", "TPOT (ms)"],
+            traces=[
+                *percentile_traces(achieved, [lv.run.summary for _, lv in levels], "ttft", 1),
+                *percentile_traces(achieved, [lv.run.summary for _, lv in levels], "tpot", 2),
+            ],
+            marks=[
+                Mark(label=f"{name} ({rate[i]:g} req/s)", x=round(achieved[i], 3))
+                for name, i in (("knee", knee), ("saturation", sat), ("optimal", best))
+                if i is not None
+            ],
+            note="One point per load level, in ascending offered load; the knee is judged on the E2E P99 (Table 5).",
+        )
+        return Analysis(tables=[table], findings=findings, figures=figures, plots=[plot], charts=[chart])
 
     @staticmethod
     def _slo(params: TradeoffParams) -> str:

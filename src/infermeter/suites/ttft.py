@@ -12,6 +12,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.latency import ttft
 from infermeter.metrics.summary_model import HistogramDelta
 from infermeter.report.console import table1_ttft, table2_ttft_by_input
+from infermeter.report.run_charts import ttft_charts
 from infermeter.report.tables import fmt_ms
 from infermeter.report.text_plot import histogram
 from infermeter.suites.common import LoadParams, as_table, at_least, requirement
@@ -79,7 +80,8 @@ class TtftSuite:
             "queue_p50_ms": _stat(run, "queue_time", "p50_ms"),
             "prefill_p50_ms": _stat(run, "prefill_time", "p50_ms"),
         }
-        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes, plots=[hist])
+        charts = ttft_charts(run.columns(), s)
+        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes, plots=[hist], charts=charts)
 
     def requirements(self, run: Run, analysis: Analysis, params: TtftParams, quick: bool) -> list[Requirement]:
         n = run.summary.ttft_ms.n
