@@ -99,13 +99,22 @@ def _group(label: str, shift: float, runs: int, seed: int, n: int = 400, repeat:
     return Group(label, made, {"system": label})
 
 
-def test_a_large_consistent_shift_is_significant_and_noise_is_not() -> None:
+def test_a_large_consistent_shift_is_significant() -> None:
     base = _group("A", 0.0, 3, 1)
     c = compare([base, _group("B", 10.0, 3, 2)], base, reps=500)
     p50 = [r for r in c.rows if r.statistic == "P50"]
     assert p50 and all(r.significant and r.runs_agree for r in p50)
-    c = compare([base, _group("C", 0.0, 3, 3)], base, reps=500)
-    assert [r for r in c.rows if r.significant] == []
+
+
+def test_noise_is_rarely_called_a_difference() -> None:
+    """Twenty comparisons of groups drawn from one distribution (17 tests each): Holm's correction holds the chance
+    of any false call near 5% a comparison, and the effect and run-by-run conditions lower it further."""
+    falsely = 0
+    for seed in range(20):
+        base = _group("A", 0.0, 3, 100 + seed)
+        c = compare([base, _group("B", 0.0, 3, 200 + seed)], base, reps=200)
+        falsely += any(r.significant for r in c.rows)
+    assert falsely <= 2
 
 
 def test_a_difference_below_the_smallest_effect_is_not_significant() -> None:

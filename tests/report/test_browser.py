@@ -102,7 +102,7 @@ def test_a_run_report_draws_every_chart(browser: Any, run_dir: Path, tmp_path: P
     assert drawn["ttft-by-input"]["markers"] >= ok  # one dot per request, plus the bucket line's markers
     assert drawn["request-timeline"]["points"] == 4 * ok  # two ends of two segments per request
     assert drawn["stalls"]["traces"] == 5
-    assert drawn["fluidity"]["traces"] == 2  # mean fluidity-index and the P99 miss rate (deadlines given)
+    assert drawn["fluidity"]["traces"] == 5  # mean fluidity-index, P99 miss rate, three token rates (deadlines given)
     assert "(ms)" in drawn["ttft-cdf"]["xTitle"]
 
 

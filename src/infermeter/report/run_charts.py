@@ -248,7 +248,6 @@ def fluidity_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
     layout = Layout(decode_gaps(request_gaps(token_times(cols, summary.itl_option), cols.submitted_at, keep)))
     mean = [float(np.mean(layout.counts(ms / 1000, ms / 1000).fluidity())) for ms in MISS_CURVE_MS]
     traces = [Trace(name="mean fluidity-index", kind="lines+markers", x=list(MISS_CURVE_MS), y=_r(np.array(mean)))]
-    marks: list[Mark] = []
     f = summary.fluidity
     if f is not None:
         curve = f.miss_rate_curve
@@ -261,21 +260,25 @@ def fluidity_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
                 color="#d62728",
             )
         )
-        for label, rate in (
-            ("fluid rate", f.fluid_tok_s),
-            ("1/mean TPOT", f.tpot_tok_s),
-            ("1/P99 ITL", f.p99_itl_tok_s),
-        ):
+        rates = (
+            ("fluid token rate", f.fluid_tok_s, "#2ca02c"),
+            ("1 / mean TPOT", f.tpot_tok_s, "#9467bd"),
+            ("1 / P99 ITL", f.p99_itl_tok_s, "#7f7f7f"),
+        )
+        for label, rate, color in rates:  # a vertical line each, named in the legend (labels on the plot collide)
             if rate:
-                marks.append(Mark(label=f"{label} {rate:.0f} tok/s", x=round(1000 / rate, 3)))
+                at = round(1000 / rate, 3)
+                name = f"{label}: {rate:.0f} tok/s = TBT {at:.1f} ms"
+                traces.append(
+                    Trace(name=name, kind="line", x=[at, at], y=[0.0, 1.0], color=color, dash=True, width=1.5)
+                )
     return Chart(
         id="fluidity",
         title="Fluidity against the target time between tokens (Metron)",
         x_title="target TBT, D_d (ms)",
         panels=["fluidity-index / miss rate (0-1)"],
         traces=traces,
-        marks=marks,
-        note="Decode deadlines only; marks place each token rate at the TBT it implies.",
+        note="Decode deadlines only; the dashed lines place each token rate at the TBT it implies.",
     )
 
 

@@ -42,20 +42,20 @@ def _chart(runs: list[tuple[int, Run]], fit: ScalingFit) -> Chart:
     """TTFT against context length: the measured mean and P50 per length, the linear and quadratic fits of the mean."""
     lengths = [float(n) for n, _ in runs]
     grid = np.linspace(min(lengths), max(lengths), 50) if lengths else np.empty(0)
-    traces = [
+    traces = [  # the mean drawn last of the two: where they coincide, the fitted one shows
+        Trace(
+            name="TTFT P50 (measured)",
+            kind="markers",
+            x=lengths,
+            y=[r.summary.ttft_ms.p50 for _, r in runs],
+            color="#bbbbbb",
+        ),
         Trace(
             name="TTFT mean (measured)",
             kind="markers",
             x=lengths,
             y=[r.summary.ttft_ms.mean for _, r in runs],
             color="#1f77b4",
-        ),
-        Trace(
-            name="TTFT P50 (measured)",
-            kind="markers",
-            x=lengths,
-            y=[r.summary.ttft_ms.p50 for _, r in runs],
-            color="#7f7f7f",
         ),
     ]
     for name, f, color in (("linear fit", fit.linear, "#2ca02c"), ("quadratic fit", fit.quadratic, "#d62728")):
