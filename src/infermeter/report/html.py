@@ -104,9 +104,9 @@ SECTION = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=Tr
 def _class(cell: str) -> str:
     """Right-align figures; colour a compliance status."""
     text = str(cell).strip()
-    if text in ("met", "yes", "significant"):
+    if text in ("met", "significant"):
         return ' class="met"'
-    if text in ("NOT MET", "no", "NOT MET (strict)"):
+    if text == "NOT MET":
         return ' class="unmet"'
     head = text.replace(".", "", 1).replace("-", "", 1).replace("+", "", 1)[:1]
     return ' class="num"' if head.isdigit() else ""
