@@ -71,3 +71,43 @@ def test_one_configuration_alone_is_a_one_line_error(tmp_path: Path) -> None:
     assert p.returncode == 2 and "form one group" in p.stderr and "Traceback" not in p.stderr
     p = infermeter("compare", a, tmp_path / "missing")
     assert p.returncode == 2 and "holds no run" in p.stderr
+
+
+def test_suites_are_compared_run_key_by_run_key(tmp_path: Path) -> None:
+    from infermeter.suites.framework import SUITE_JSON, Analysis, RunRef, SuiteResult
+
+    suites = []
+    for scheduler in ("continuous", "chunked_prefill"):
+        root = tmp_path / scheduler
+        refs = []
+        for key, rate in (("level-low", "4"), ("level-high", "8")):
+            run = root / "runs" / key
+            p = infermeter("sim", "--scheduler", scheduler, "--requests", "60", "--rate", rate, "--out", run)
+            assert p.returncode == 0, p.stderr
+            refs.append(RunRef(key=key, label=f"{rate} req/s", run_dir=str(run), reused=False))
+        result = SuiteResult(
+            suite="x",
+            section="5.3",
+            reference="r",
+            title="t",
+            quick=True,
+            params={},
+            command="c",
+            directory=str(root),
+            runs=refs,
+            analysis=Analysis(),
+            requirements=[],
+            verdict="not compliant",
+            started_at="s",
+            finished_at="f",
+        )
+        (root / SUITE_JSON).write_text(result.model_dump_json())
+        suites.append(root)
+    p = infermeter("compare", *suites, "--reps", "200")
+    assert p.returncode == 0, p.stderr
+    heads = [ln for ln in p.stdout.splitlines() if ln.startswith("=== infermeter compare")]
+    assert heads == [
+        "=== infermeter compare: level-low: 4 req/s ===",
+        "=== infermeter compare: level-high: 8 req/s ===",
+    ]
+    assert p.stdout.count("| Same load model and parameters") == 2 and "loads differ" not in p.stdout
