@@ -1,8 +1,8 @@
-"""The statistics of a comparison against hand-computed values, and the rule that calls a difference significant."""
+"""The rule that calls a difference between groups of runs significant, and the 6.1 equivalence findings (the
+statistics themselves: tests/metrics/test_significance.py)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,76 +10,7 @@ import numpy as np
 import pytest
 
 from infermeter.metrics.comparison import Group, Run, _runs_agree, compare, equivalence
-from infermeter.metrics.significance import (
-    bootstrap_quantile_difference,
-    effect_magnitude,
-    holm,
-    mann_whitney,
-    mean_ci,
-    welch_p,
-)
 from infermeter.run_info import RunInfo
-
-
-def test_mann_whitney_counts_pairs() -> None:
-    # every b above every a: U_b = 3 * 3 = 9 pairs, delta = 2 * 9 / 9 - 1 = 1
-    r = mann_whitney(np.array([1.0, 2, 3]), np.array([4.0, 5, 6]))
-    assert (r.u, r.cliffs_delta) == (9.0, 1.0)
-    assert r.p == pytest.approx(0.1)  # exact two-sided: 2 of the C(6,3) = 20 orderings are this extreme
-    # ties count half: a = [1, 2], b = [2, 3]: pairs b > a: (2>1), (3>1), (3>2) = 3, one tie (2=2) -> U_b = 3.5
-    r = mann_whitney(np.array([1.0, 2]), np.array([2.0, 3]))
-    assert r.u == 3.5 and r.cliffs_delta == pytest.approx(2 * 3.5 / 4 - 1)
-    assert math.isnan(mann_whitney(np.array([]), np.array([1.0])).p)
-
-
-def test_effect_words_follow_romano() -> None:
-    assert [effect_magnitude(d) for d in (0.1, -0.2, 0.4, -0.9)] == ["negligible", "small", "medium", "large"]
-
-
-def test_holm_steps_down() -> None:
-    # sorted p: 0.01 (x3 = 0.03), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> monotone: 0.06); NaN is not a test
-    out = holm([0.01, 0.04, 0.03, float("nan")])
-    assert out[:3] == pytest.approx([0.03, 0.06, 0.06]) and math.isnan(out[3])
-    assert holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
-
-
-def test_mean_ci_is_student_t() -> None:
-    m = mean_ci([1.0, 2.0, 3.0])
-    half = 4.302652729911275 * 1.0 / math.sqrt(3)  # t(0.975, 2) x s / sqrt(n), s = 1
-    assert (m.mean, m.lo, m.hi) == pytest.approx((2.0, 2.0 - half, 2.0 + half))
-    assert mean_ci([5.0]).lo is None and mean_ci([]).mean is None
-
-
-def test_welch_on_known_data() -> None:
-    # a = [1, 2, 3], b = [4, 5, 6]: means differ by 3, both variances 1: t = 3 / sqrt(1/3 + 1/3) = 3.674, df = 4
-    from scipy import stats
-
-    assert welch_p([1, 2, 3], [4, 5, 6]) == pytest.approx(2 * stats.t.sf(3 / math.sqrt(2 / 3), 4))
-    assert welch_p([1], [2, 3]) is None
-    assert welch_p([2, 2], [2, 2]) == 1.0 and welch_p([2, 2], [3, 3]) == 0.0
-
-
-def test_the_bootstrap_finds_a_shift_and_no_shift() -> None:
-    rng = np.random.default_rng(3)
-    a = [rng.lognormal(2, 0.5, 2000) for _ in range(3)]
-    shifted = bootstrap_quantile_difference(a, [x + 5 for x in a], 0.5, reps=500)
-    assert shifted.diff == pytest.approx(5.0) and shifted.lo < 5 < shifted.hi and shifted.p < 0.01
-    same = bootstrap_quantile_difference(a, [rng.lognormal(2, 0.5, 2000) for _ in range(3)], 0.99, reps=500)
-    assert same.lo < 0 < same.hi and same.p > 0.05
-    assert bootstrap_quantile_difference(a, a, 0.99, reps=200, seed=7) == bootstrap_quantile_difference(
-        a, a, 0.99, reps=200, seed=7
-    )
-
-
-def test_the_bootstrap_is_stratified_and_bounded_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    import infermeter.metrics.significance as sig
-
-    monkeypatch.setattr(sig, "CHUNK_CELLS", 10_000)  # replicates drawn a few at a time
-    runs_a = [np.arange(10.0), np.arange(1000.0)]  # very different run sizes
-    runs_b = [np.arange(5000.0)]
-    d = sig.bootstrap_quantile_difference(runs_a, runs_b, 0.5, reps=50)
-    pooled_a = np.concatenate(runs_a)
-    assert d.diff == pytest.approx(np.quantile(runs_b[0], 0.5) - np.quantile(pooled_a, 0.5))
 
 
 def _run(samples: dict[str, np.ndarray], out_tok_s: float = 100.0) -> Run:
