@@ -384,6 +384,7 @@ RUN_DIRS = Kind(
     WORD.map(Bad),
 )
 
+REPORT_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}", f"{RUN}/{RUN_JSON}/report.html"))
 RUN_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RUN_JSON}/sub", f"{RUN}/{RECORDS}"))
 CURVE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}", f"{RUN}/{RUN_JSON}/curve.json"))
 WORKLOAD_OUT = Kind(
@@ -419,6 +420,9 @@ KINDS: dict[str, Kind] = {
     "emulator_config": EMULATOR_CONFIG,
     "grid_csv": GRID_CSV,
     "run_dirs": RUN_DIRS,
+    "dirs": RUN_DIRS,
+    **dict.fromkeys(("html", "markdown"), REPORT_OUT),
+    "baseline": Kind(bad("", "zz-missing", f"{RUN}/{RUN_JSON}")),  # compare --baseline: one of the compared runs
     "out": RUN_OUT,
     **dict.fromkeys(("boundary", "prefix_caching", "search", "isolated_load"), CHOICE),
     **dict.fromkeys(("hardware", "guardrails", "clock_sync"), DESCRIPTION),
@@ -453,6 +457,7 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
     ("sim-sweep", "bins"): INT_LIST,
     ("capacity", "slo"): CAPACITY_SLO,
     ("serve", "config"): EMULATOR_CONFIG,
+    ("compare", "reps"): integer(),
     **{(f"test {name}", "out"): SUITE_OUT for name in SUITES},
     ("test grid", "concurrency"): INT_LIST,
     ("test memory-pressure", "capacity"): integer(),
@@ -476,6 +481,7 @@ SHARED_SUITE_OPTIONS = {p.name for p in COMMANDS["test ttft"].params}  # the tar
 TARGET = {"url": "http://127.0.0.1:9", "model": "m"}  # a closed port: nothing that slips through reaches a server
 BASELINE: dict[str, dict[str, str]] = {
     "report": {"run_dirs": RUN},
+    "compare": {"dirs": RUN, "reps": "200"},  # one run reaches the grouping (MEASURING), every check passed
     "workload": {"name": "synthetic-uniform", "requests": "3", "rate": "1", "arrival": "gamma", "out": f"{RUN}/w.csv"},
     "sim": {"requests": "3", "out": RUN},
     "sim-sweep": {"requests": "3", "gpus": "1", "bins": "1", "step": "1", "out": RUN},
@@ -508,6 +514,7 @@ MEASURING = (
     "infermeter.suites.capacity.search",
     "infermeter.suites.prefill.profile_prefill",
     "infermeter.suites.execute.execute",
+    "infermeter.metrics.comparison.group_runs",
 )
 
 
@@ -647,7 +654,7 @@ def test_baselines_are_valid(command: str, tmp_path: Path, capfd: pytest.Capture
     the option under test is the only thing wrong."""
     run = make_run(tmp_path / "existing-run")
     grid(*GRID_ROWS).make(tmp_path)
-    args = argv(command, BASELINE[command], run if command == "report" else tmp_path / "new")
+    args = argv(command, BASELINE[command], run if command in ("report", "compare") else tmp_path / "new")
     try:
         result = invoke(args, tmp_path, capfd)
     except LetThrough:

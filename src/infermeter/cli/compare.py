@@ -76,6 +76,9 @@ def compare(
 
     with about("dirs"):
         keyed = _inputs(dirs)
+    if baseline is not None and not _among(baseline, [d for paths in keyed.values() for d, _ in paths], dirs):
+        raise UserError(f"--baseline {baseline} is none of the compared runs or directories: give one of them")
+    with about("dirs"):
         runs = {key: [(_read_run(p), hint) for p, hint in paths] for key, paths in keyed.items()}
     comparisons = []
     for key, found in runs.items():
@@ -85,19 +88,8 @@ def compare(
                 f"{len(found)} run(s){' for ' + key if key else ''} form one group: give runs of at least two "
                 "configurations, or a directory of runs per group"
             )
-        base = groups[0]
-        if baseline is not None:
-            picked = [
-                g
-                for g in groups
-                if any(
-                    r.path.resolve() == baseline.resolve() or baseline.resolve() in r.path.resolve().parents
-                    for r in g.runs
-                )
-            ]
-            if not picked:
-                raise UserError(f"--baseline {baseline} is none of the compared runs: give one of them")
-            base = picked[0]
+        picked = [g for g in groups if baseline is not None and any(_among(baseline, [r.path], dirs) for r in g.runs)]
+        base = picked[0] if picked else groups[0]
         comparisons.append((key, compare_groups(groups, base, reps)))
     for key, c in comparisons:
         print(comparison_text(c, key))
@@ -109,3 +101,10 @@ def compare(
         raise UserError(
             f"--strict: the runs are not equivalent (draft 6.1): {failed[0].text.lower()} not met ({failed[0].reason})"
         )
+
+
+def _among(baseline: Path, runs: list[Path], dirs: list[Path]) -> bool:
+    """Whether --baseline names one of these runs, or a directory given on the command line that holds one."""
+    b = baseline.resolve()
+    given = {d.resolve() for d in dirs}
+    return any(b == r.resolve() or (b in given and b in r.resolve().parents) for r in runs)

@@ -67,6 +67,7 @@ warmup = parser(checks.warmup)
 extra_body = parser(checks.extra_body)
 host = parser(checks.host)
 out_path = parser(checks.out_path)
+report_file = parser(checks.report_file)
 existing_file = parser(checks.existing_file)
 env_name = parser(checks.env_name)
 RATE = parser(checks.RATE)
@@ -240,10 +241,10 @@ Html = Annotated[
     typer.Option(
         "--html",
         help="also write the full report (IETF draft, Appendix C.2) as one offline HTML file with plots",
-        parser=out_path,
+        parser=report_file,
     ),
 ]
 Markdown = Annotated[
     Path | None,
-    typer.Option("--markdown", help="also write the full report (Appendix C.2) as Markdown", parser=out_path),
+    typer.Option("--markdown", help="also write the full report (Appendix C.2) as Markdown", parser=report_file),
 ]

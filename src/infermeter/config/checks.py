@@ -210,6 +210,18 @@ def out_path(value: Any) -> Path:
     return path
 
 
+def report_file(value: Any) -> Path:
+    """Where a report file goes: a writable-looking path that is not a directory and not a file of a run."""
+    from infermeter.records import JOURNAL, LEDGER, RECORDS, RUN_JSON, SUMMARY
+
+    path = out_path(value)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory: give a file name, e.g. {path / 'report.html'}")
+    if path.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and (path.parent / RUN_JSON).is_file():
+        raise ValueError(f"{path} is a file of the run in {path.parent}: choose another file")
+    return path
+
+
 def existing_file(value: Any) -> Path:
     """A file that exists and can be read."""
     path = Path(str(value))
