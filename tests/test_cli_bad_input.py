@@ -431,7 +431,10 @@ KINDS: dict[str, Kind] = {
     "sharing": number(zero_ok=True),
     **dict.fromkeys(("max_context", "initial_concurrency", "max_concurrency", "completions_per_slot"), integer()),
     **dict.fromkeys(("isolated_requests", "prefix_tokens", "prefixes", "repeat"), integer()),
-    **dict.fromkeys(("levels", "pp", "tg"), INT_LIST),
+    **dict.fromkeys(("levels", "pp", "tg", "loads"), INT_LIST),
+    "max_prompt": integer(),
+    "engine": ENGINE_CONFIG,
+    "set_": Kind(bad("x", "=1", "x=", "nosuch=1", "max_num_seqs=-1", "scheduler=zzz", "iteration_model.fixed=abc")),
     **dict.fromkeys(("url_disabled", "url_enabled", "url_baseline", "url_input_filter"), URL),
     **dict.fromkeys(("url_output_filter", "url_full"), URL),
     "from_": FINISHED_SUITE,
@@ -477,6 +480,7 @@ def _commands() -> dict[str, Any]:
 
 
 COMMANDS = _commands()
+ENGINE_FILE = "e.yaml"  # beside every case: predict --engine needs one
 SHARED_SUITE_OPTIONS = {p.name for p in COMMANDS["test ttft"].params}  # the target's, monitors', disclosures'...
 TARGET = {"url": "http://127.0.0.1:9", "model": "m"}  # a closed port: nothing that slips through reaches a server
 BASELINE: dict[str, dict[str, str]] = {
@@ -485,7 +489,8 @@ BASELINE: dict[str, dict[str, str]] = {
     "workload": {"name": "synthetic-uniform", "requests": "3", "rate": "1", "arrival": "gamma", "out": f"{RUN}/w.csv"},
     "sim": {"requests": "3", "out": RUN},
     "sim-sweep": {"requests": "3", "gpus": "1", "bins": "1", "step": "1", "out": RUN},
-    "calibrate": {"grid_csv": "g.csv"},
+    "calibrate": {**TARGET, "out": f"{RUN}/e.yaml"},  # a probe; a grid CSV instead of the URL fits T(b, L)
+    "predict": {"engine": ENGINE_FILE, "requests": "3", "rate": "1", "out": RUN},
     "run": {**TARGET, "requests": "3", "warmup": "off", "rate": "1", "out": RUN},
     "prompt": {"tokenizer": "cl100k_base", "tokens": "5"},
     "profile-prefill": {**TARGET, "lengths": "8,16,32", "repeats": "1", "decode_tokens": "1", "out": f"{RUN}/c.json"},
@@ -503,6 +508,7 @@ ALONGSIDE: dict[str, dict[str, str | None]] = {
     "emulator_config": {"url": None, "model": None},
     "scheduler": {"url": None, "model": None},
     "config": {"url": None, "model": None},
+    "grid_csv": {"url": None, "model": None},
 }
 # where commands start serving or measuring: a bad value that got this far was let through
 MEASURING = (
@@ -513,6 +519,7 @@ MEASURING = (
     "infermeter.sim.experiments.run_experiments",
     "infermeter.suites.capacity.search",
     "infermeter.suites.prefill.profile_prefill",
+    "infermeter.suites.calibration.probe_server",
     "infermeter.suites.execute.execute",
     "infermeter.metrics.comparison.group_runs",
 )
@@ -654,6 +661,7 @@ def test_baselines_are_valid(command: str, tmp_path: Path, capfd: pytest.Capture
     the option under test is the only thing wrong."""
     run = make_run(tmp_path / "existing-run")
     grid(*GRID_ROWS).make(tmp_path)
+    (tmp_path / ENGINE_FILE).write_text("")  # an empty engine file: every setting at its default
     args = argv(command, BASELINE[command], run if command in ("report", "compare") else tmp_path / "new")
     try:
         result = invoke(args, tmp_path, capfd)
@@ -677,6 +685,7 @@ def test_invalid_value_is_refused(command: str, name: str, tmp_path: Path, capfd
     def check(value: Bad) -> None:
         cwd = Path(tempfile.mkdtemp(dir=tmp_path))
         run = Path(shutil.copytree(template, cwd.with_name(cwd.name + "-run")))
+        (cwd / ENGINE_FILE).write_text("")
         value.make(cwd)
         args = argv(command, {**{k: v for k, v in values.items() if k != name}, name: value.value}, run)
         assert_refused(invoke(args, cwd, capfd), args, names_of(param))

@@ -1,4 +1,4 @@
-"""The wind tunnel on a virtual clock: `sim`, `sim-sweep` and `calibrate`."""
+"""The wind tunnel on a virtual clock: `sim` and `sim-sweep`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import about, app, err, refuse_existing_run
+from infermeter.cli.app import app, err, refuse_existing_run
 from infermeter.errors import UserError
 from infermeter.metrics.goodput import parse_slo
 from infermeter.records import (
@@ -253,34 +253,3 @@ def sim_sweep(
                 )
             )
     print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
-
-
-@app.command()
-def calibrate(
-    grid_csv: Annotated[
-        Path,
-        typer.Argument(
-            help="latency grid CSV (batch_size, max_seq_len, mean_latency_sec, ...)", parser=opt.existing_file
-        ),
-    ],
-) -> None:
-    """Fit the batch latency model of multi-bin dynamic batching, T(b, L) = alpha + beta * L * h(b), to a grid."""
-    from infermeter.engine.calibration import fit_grid_file
-
-    with about("grid_csv"):
-        fit = fit_grid_file(grid_csv)
-    m = fit.model
-    print(
-        grid(
-            ["Parameter", "Value"],
-            [
-                ["alpha", f"{m.alpha * 1000:.3f} ms"],
-                ["beta", f"{m.beta * 1000:.4f} ms/token"],
-                ["gamma", f"{m.gamma:.4f}"],
-                ["R^2", f"{fit.r2:.4f}"],
-                ["rows", str(fit.rows)],
-                ["max |error|", f"{fit.max_abs_error_s * 1000:.2f} ms"],
-            ],
-            "Calibrated batch latency model",
-        )
-    )

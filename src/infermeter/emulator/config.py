@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from infermeter.config_files import load_model
+from infermeter.config_files import read_mapping, validate
 from infermeter.emulator.faults import Fault, check_shares
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
@@ -63,4 +63,8 @@ class EmulatorConfig(BaseModel):
 
 
 def load_emulator_config(path: Path) -> EmulatorConfig:
-    return load_model(EmulatorConfig, path, "emulator config")
+    """An emulator configuration, or an engine configuration (what `infermeter calibrate` writes) to emulate."""
+    data = read_mapping(path, "emulator config")
+    if data and not set(data) & set(EmulatorConfig.model_fields) and set(data) <= set(EngineConfig.model_fields):
+        data = {"engine": data}
+    return validate(EmulatorConfig, data, path, "emulator config")

@@ -1,4 +1,5 @@
-"""Fit the seed's batch model T(b, L) = alpha + beta * L * h(b) to a measured latency grid (seeds/004 CSV)."""
+"""Calibrate the engine model: the batch model T(b, L) = alpha + beta * L * h(b) of multi-bin dynamic batching from a
+measured latency grid, and the iteration model from what a black-box probe of a live server measured."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+from pydantic import BaseModel, ConfigDict, Field
 
 from infermeter.engine.latency import BatchModel
 from infermeter.errors import UserError
@@ -67,3 +69,300 @@ def fit_grid_file(path: Path) -> Fit:
         except (ValueError, TypeError):
             raise UserError(f"{path} column {c} must hold numbers") from None
     return fit_batch_model(*cols)
+
+
+# ----- black-box calibration of the iteration model from measurements over a server's normal API
+
+CHUNK_BUDGETS = (128, 256, 512, 1024, 2048, 4096)  # chunked-prefill token budgets the policy fit tries
+
+
+class PrefillPoint(BaseModel):
+    """An isolated request (nothing else on the server): its prompt's tokens and the median TTFT of its repeats."""
+
+    prompt_tokens: int = Field(gt=0)
+    ttft_s: float = Field(gt=0)
+
+
+class DecodePoint(BaseModel):
+    """Decode steps measured while `batch` sequences held `context_tokens` of KV: their trimmed mean step time."""
+
+    batch: int = Field(gt=0)
+    context_tokens: float = Field(ge=0)
+    step_s: float = Field(gt=0)
+    gaps: int = Field(gt=0, description="inter-token gaps averaged")
+
+
+class PrefixCacheProbe(BaseModel):
+    """The same prompt sent twice in a row, alone: a prefix cache serves the second from KV it kept."""
+
+    prompt_tokens: int
+    first_ttft_s: float
+    second_ttft_s: float
+
+    @property
+    def present(self) -> bool:
+        return self.second_ttft_s < 0.6 * self.first_ttft_s
+
+
+class ProbeData(BaseModel):
+    """What a black-box probe measured: the inputs of `fit_engine`."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    prefill: list[PrefillPoint]
+    decode: list[DecodePoint]
+    largest_batch: int = Field(gt=0, description="most sequences seen streaming at once")
+    most_sent: int = Field(gt=0, description="most requests the probe sent at once")
+    kv_capacity_tokens: int | None = None
+    kv_capacity_source: str = "not measured"
+    prefix_cache: PrefixCacheProbe | None = None
+    duration_s: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+
+class ParameterFit(BaseModel):
+    """One calibrated parameter: its value, its standard error, and the fit it came from."""
+
+    parameter: str
+    value: float
+    unit: str
+    stderr: float | None = None
+    fit: str  # which measurements it was fitted to
+    r2: float
+    residual_rms_ms: float
+    points: int
+
+
+class PolicyFit(BaseModel):
+    """How well one scheduling policy explains the isolated prompts' TTFT (RMS of the residuals)."""
+
+    policy: str
+    residual_rms_ms: float
+    r2: float
+
+
+class Calibration(BaseModel):
+    """How `infermeter calibrate` measured an engine: kept in the engine file beside the parameters it set."""
+
+    source: str
+    measured_at: str = ""
+    duration_s: float = 0.0
+    parameters: list[ParameterFit] = Field(default_factory=list)
+    policies: list[PolicyFit] = Field(default_factory=list)
+    policy: str = ""
+    largest_batch: int = 0
+    batch_limited: bool = False
+    quadratic_prefill_ms_per_ktoken2: float | None = None
+    prefix_cache: str = "not measured"
+    kv_capacity_source: str = "not measured"
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """Least squares with its standard errors, R^2 and residual RMS (in the unit of y)."""
+
+    coef: np.ndarray
+    stderr: np.ndarray
+    r2: float
+    rms: float
+    points: int
+
+
+def least_squares(design: np.ndarray, y: np.ndarray) -> LinearFit:
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    resid = y - design @ coef
+    n, k = design.shape
+    dof = max(n - k, 1)
+    sigma2 = float(resid @ resid) / dof
+    try:
+        cov = sigma2 * np.linalg.inv(design.T @ design)
+        stderr = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    except np.linalg.LinAlgError:
+        stderr = np.full(k, np.nan)
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
+    return LinearFit(coef, stderr, r2, float(np.sqrt(np.mean(resid**2))), n)
+
+
+def nonnegative_fit(design: np.ndarray, y: np.ndarray, free: int = 1) -> tuple[LinearFit, np.ndarray]:
+    """Least squares where every coefficient after the first `free` must be >= 0: a negative one (noise around a
+    cost too small to see) is pinned to 0 and the rest refitted.  Returns the fit and which columns it kept."""
+    keep = np.ones(design.shape[1], dtype=bool)
+    while True:
+        fit = least_squares(design[:, keep], y)
+        full = np.zeros(design.shape[1])
+        full[keep] = fit.coef
+        bad = [j for j in range(free, design.shape[1]) if keep[j] and full[j] < 0]
+        if not bad:
+            err = np.full(design.shape[1], np.nan)
+            err[keep] = fit.stderr
+            return LinearFit(full, err, fit.r2, fit.rms, fit.points), keep
+        keep[min(bad, key=lambda j: full[j])] = False
+
+
+def identifiable(design: np.ndarray) -> np.ndarray:
+    """Columns that vary independently of the ones before them (a batch size never varied cannot be fitted)."""
+    keep = np.zeros(design.shape[1], dtype=bool)
+    for j in range(design.shape[1]):
+        trial = keep.copy()
+        trial[j] = True
+        sub = design[:, trial]
+        scale = np.maximum(np.abs(sub).max(axis=0), 1e-300)
+        keep[j] = np.linalg.matrix_rank(sub / scale, tol=1e-6) == int(trial.sum())
+    return keep
+
+
+def chunks(prompt: int, budget: int | None) -> tuple[int, int]:
+    """An isolated prompt prefilled in chunks of `budget` (None: one step): (steps, context tokens summed over the
+    steps, as the iteration model charges attention)."""
+    if budget is None or prompt <= budget:
+        return 1, prompt
+    steps = -(-prompt // budget)
+    ends = np.minimum(np.arange(1, steps + 1) * budget, prompt)
+    return steps, int(ends.sum())
+
+
+@dataclass(frozen=True)
+class DecodeFit:
+    fixed: float
+    per_decode_seq: float
+    per_context_token: float
+    fit: LinearFit
+    kept: np.ndarray  # fixed, per sequence, per context token: which the data could fit
+
+
+def fit_decode(points: list[DecodePoint]) -> DecodeFit:
+    """step = fixed + per_decode_seq * batch + per_context_token * context, weighted by the gaps behind each point."""
+    if not points:
+        raise UserError("the probe measured no decode steps: the server streamed fewer than 2 tokens per request")
+    b = np.asarray([p.batch for p in points], dtype=float)
+    ctx = np.asarray([p.context_tokens for p in points], dtype=float)
+    y = np.asarray([p.step_s for p in points], dtype=float)
+    w = np.sqrt(np.asarray([p.gaps for p in points], dtype=float))
+    design = np.column_stack([np.ones_like(y), b, ctx])
+    cols = identifiable(design)
+    fit, kept = nonnegative_fit(design[:, cols] * w[:, None], y * w)
+    coef = np.zeros(3)
+    coef[cols] = fit.coef
+    err = np.full(3, np.nan)
+    err[cols] = fit.stderr
+    resid = y - design @ coef
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
+    used = np.zeros(3, dtype=bool)
+    used[np.flatnonzero(cols)[kept]] = True
+    plain = LinearFit(coef, err, r2, float(np.sqrt(np.mean(resid**2))), len(y))
+    return DecodeFit(float(coef[0]), float(coef[1]), float(coef[2]), plain, used)
+
+
+@dataclass(frozen=True)
+class PrefillFit:
+    policy: str
+    budget: int | None
+    overhead: float
+    per_prefill_token: float
+    fit: LinearFit
+
+
+def fit_prefill(points: list[PrefillPoint], decode: DecodeFit, budget: int | None) -> PrefillFit:
+    """TTFT of an isolated prompt under one policy: overhead + its prefill steps (each `fixed` plus the attention
+    to its context) + per_prefill_token * prompt; overhead and per_prefill_token are the unknowns."""
+    p = np.asarray([x.prompt_tokens for x in points], dtype=float)
+    y = np.asarray([x.ttft_s for x in points], dtype=float)
+    shape = np.asarray([chunks(int(n), budget) for n in p], dtype=float)
+    known = shape[:, 0] * decode.fixed + shape[:, 1] * decode.per_context_token
+    fit, _ = nonnegative_fit(np.column_stack([np.ones_like(p), p]), y - known)
+    model = known + fit.coef[0] + fit.coef[1] * p
+    resid = y - model
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
+    plain = LinearFit(fit.coef, fit.stderr, r2, float(np.sqrt(np.mean(resid**2))), len(y))
+    policy = "continuous" if budget is None else f"chunked_prefill (budget {budget})"
+    return PrefillFit(policy, budget, float(fit.coef[0]), float(fit.coef[1]), plain)
+
+
+def choose_policy(points: list[PrefillPoint], decode: DecodeFit) -> tuple[PrefillFit, list[PrefillFit]]:
+    """Every policy fitted; the chosen one explains the TTFTs best, and chunking must cut the residuals by a third
+    to be preferred over one prefill step per prompt (the simpler explanation)."""
+    longest = max(x.prompt_tokens for x in points)
+    fits = [fit_prefill(points, decode, None)]
+    fits += [fit_prefill(points, decode, b) for b in CHUNK_BUDGETS if b < longest]
+    best = min(fits, key=lambda f: f.fit.rms)
+    if best.budget is not None and best.fit.rms > 2 / 3 * fits[0].fit.rms:
+        best = fits[0]
+    return best, fits
+
+
+def quadratic_term(points: list[PrefillPoint]) -> float | None:
+    """The P^2 coefficient of TTFT = a + b P + c P^2 over the isolated prompts (s/token^2), when there are 5+
+    lengths and the term is both significant (3 standard errors) and worth 5% of the longest prompt's TTFT."""
+    if len({x.prompt_tokens for x in points}) < 5:
+        return None
+    p = np.asarray([x.prompt_tokens for x in points], dtype=float)
+    y = np.asarray([x.ttft_s for x in points], dtype=float)
+    fit = least_squares(np.column_stack([np.ones_like(p), p, p * p]), y)
+    c, err = float(fit.coef[2]), float(fit.stderr[2])
+    longest = int(np.argmax(p))
+    if not abs(c) > 3 * err or abs(c) * p[longest] ** 2 < 0.05 * y[longest]:
+        return None
+    return c
+
+
+def trimmed_mean(values: np.ndarray, trim: float = 0.1) -> float:
+    """Mean of the values with `trim` of them cut from each end: a host's stall or a timer's rounding does not
+    move it, and unlike a median it does not snap to a clock's granularity."""
+    v = np.sort(values)
+    cut = int(len(v) * trim)
+    return float(v[cut : len(v) - cut].mean()) if len(v) > 2 * cut else float(v.mean())
+
+
+def streaming_peak(token_times: list[np.ndarray]) -> int:
+    """The most requests streaming at once (between their first and last token): the running batch seen."""
+    spans = [(t[0], t[-1]) for t in token_times if len(t)]
+    if not spans:
+        return 0
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], -e[1]))
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+MIN_GAPS = 4  # gaps a decode point averages at least
+
+
+def decode_points(token_times: list[np.ndarray], prompts: list[int], trim: float = 0.1) -> list[DecodePoint]:
+    """Decode steps of requests sent together, grouped by the batch streaming at each gap's midpoint.
+
+    A gap during which another request got its first token held a prefill step and is left out; the context at a
+    gap is every streaming request's prompt plus the tokens it had received by then."""
+    live = [(np.asarray(t, dtype=float), p) for t, p in zip(token_times, prompts, strict=True) if len(t)]
+    if not live:
+        return []
+    firsts = np.asarray([t[0] for t, _ in live])
+    lasts = np.asarray([t[-1] for t, _ in live])
+    groups: dict[int, tuple[list[float], list[float]]] = {}
+    for t, _ in live:
+        if len(t) < 2:
+            continue
+        a, b = t[:-1], t[1:]
+        mid = (a + b) / 2
+        prefill = ((firsts[None, :] > a[:, None]) & (firsts[None, :] <= b[:, None])).any(axis=1)
+        streaming = (firsts[None, :] <= mid[:, None]) & (lasts[None, :] >= mid[:, None])
+        context = np.zeros(len(mid))
+        for j, (tj, pj) in enumerate(live):
+            context += np.where(streaming[:, j], pj + np.searchsorted(tj, mid, side="right"), 0)
+        batch = streaming.sum(axis=1)
+        for g, c, n in zip((b - a)[~prefill], context[~prefill], batch[~prefill], strict=True):
+            gaps, ctx = groups.setdefault(int(n), ([], []))
+            gaps.append(float(g))
+            ctx.append(float(c))
+    return [
+        DecodePoint(
+            batch=n, context_tokens=float(np.mean(ctx)), step_s=trimmed_mean(np.asarray(gaps), trim), gaps=len(gaps)
+        )
+        for n, (gaps, ctx) in sorted(groups.items())
+        if len(gaps) >= MIN_GAPS and n > 0 and trimmed_mean(np.asarray(gaps), trim) > 0
+    ]

@@ -9,11 +9,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from infermeter.config_files import load_model
+from infermeter.engine.calibration import Calibration
 from infermeter.engine.core import EngineCore
 from infermeter.engine.latency import BatchModel, IterationModel, LatencyModel
 from infermeter.engine.memory import capacity_tokens
 from infermeter.engine.registry import SCHEDULER_CONFIGS, SCHEDULERS, scheduler_config
 from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
+from infermeter.errors import UserError
 
 __all__ = ["SCHEDULERS", "EngineConfig", "build_engines", "load_engine_config"]
 
@@ -23,7 +25,8 @@ SEED_MEMORY = {"m_max_gb": 12.0, "m_model_gb": 4.0, "kv_gb_per_token": 1.875e-4}
 H100_MEMORY = {"m_max_gb": 72.0, "m_model_gb": 16.0, "kv_gb_per_token": 128 / 1024**2}
 _ENGINE_KEYS = {
     "scheduler", "latency", "batch_model", "iteration_model", "m_max_gb", "m_model_gb", "kv_gb_per_token",
-    "kv_capacity_tokens", "block_size", "d_sla_token", "d_sla_request", "prediction_noise",
+    "kv_capacity_tokens", "block_size", "d_sla_token", "d_sla_request", "prediction_noise", "api_overhead",
+    "calibration",
 }  # fmt: skip
 
 
@@ -67,6 +70,16 @@ class EngineConfig(BaseModel):
     d_sla_request: float = Field(default=20.0, gt=0, description="seconds per request")
     # output-length prediction: oracle, or oracle x lognormal(0, spread)
     prediction_noise: float = Field(default=0.0, ge=0)
+    api_overhead: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="seconds a live server's API adds to each request before its engine sees it (HTTP, "
+        "tokenization, streaming); the simulator adds it to TTFT and E2E, the emulator's own HTTP path is real",
+    )
+    calibration: Calibration | None = Field(
+        default=None, description="how `infermeter calibrate` measured this engine (kept, not used by the model)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -126,6 +139,20 @@ class EngineConfig(BaseModel):
 def load_engine_config(path: Path) -> EngineConfig:
     """An EngineConfig from YAML/JSON, with a one-line error naming the bad field."""
     return load_model(EngineConfig, path, "engine config")
+
+
+def save_engine_config(config: EngineConfig, path: Path) -> None:
+    """YAML that `load_engine_config` (and the emulator's and the simulator's --config) read back."""
+    import yaml
+
+    text = yaml.safe_dump(config.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    header = "# an infermeter engine model" + (
+        " calibrated by `infermeter calibrate` (its fit under `calibration`)" if config.calibration else ""
+    )
+    try:
+        path.write_text(f"{header}\n{text}")
+    except OSError as exc:
+        raise UserError(f"cannot write the engine configuration {path} ({exc.strerror})") from None
 
 
 def build_engines(config: EngineConfig, n: int, latency: LatencyModel | None = None) -> list[EngineCore]:

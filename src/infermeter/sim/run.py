@@ -35,7 +35,7 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
     times = out.emissions.token_times() if mode == "full" else out.emissions.endpoints()
     token_list = _list_array(times, pa.float64())
     ones = Ragged(times.offsets, np.ones(len(times.values), dtype=np.int32))
-    arrivals = req.arrival_s if len(req.arrival_s) == n else np.zeros(n)
+    arrivals = out.sent
     status = np.full(n, "ok", dtype=object)
     error = np.full(n, "", dtype=object)
     for idx, reason in out.rejected.items():
@@ -65,7 +65,7 @@ def sim_block(out: SimOutcome) -> Sim:
     cfg = out.config
     n = len(out.requests)
     ok = out.served()
-    arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
+    arrivals = out.sent
     first, last = out.emissions.first_token(), out.emissions.last_token()
     # from the first arrival until the last engine is free again (a static batch outlasts its last token)
     makespan = out.end_time - arrivals.min() if n else 0.0
@@ -124,8 +124,9 @@ def write_sim_run(
     token_limit: int = DEFAULT_TOKEN_LIMIT,
     slo: dict[str, float] | None = None,
     deadlines: str | None = None,
+    concurrency: int | None = None,
 ) -> Summary:
-    """Write run.json, records.parquet and summary.json; returns the summary."""
+    """Write run.json, records.parquet and summary.json; returns the summary (`concurrency`: a closed loop's)."""
     total_tokens = int(out.emissions.count.sum())
     mode: Literal["full", "endpoints"] = (
         ("full" if total_tokens <= token_limit else "endpoints") if token_times == "auto" else token_times
@@ -135,7 +136,8 @@ def write_sim_run(
     info = RunInfo(
         kind="simulated",
         sut=Sut(
-            model=f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}",
+            model=f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}"
+            + (f", calibrated against {cfg.calibration.source}" if cfg.calibration else ""),
             hardware=f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
             software=f"infermeter {__version__} discrete-event simulator",
             boundary="Model Engine",
@@ -144,8 +146,13 @@ def write_sim_run(
         ),
         workload=workload,
         load=Load(
-            description=workload.arrivals.description if workload.arrivals else "all requests at t=0 (offline)",
+            description=f"closed loop: {concurrency} requests in flight, the next sent as one completes"
+            if concurrency is not None
+            else workload.arrivals.description
+            if workload.arrivals
+            else "all requests at t=0 (offline)",
             requests=len(out.requests),
+            concurrency=concurrency,
         ),
         tokenizer=Tokenizer(name="workload token counts", counting_method="A", source="workload specification"),
         itl_option="B",

@@ -42,6 +42,7 @@ class SimOutcome:
     peak_kv_usage: float
     end_time: float
     predicted: np.ndarray
+    sent: np.ndarray  # when each request left the client: its arrival, or in a closed loop a completion's time
 
     def served(self) -> np.ndarray:
         """True for requests the engines served (not rejected)."""
@@ -57,11 +58,28 @@ def simulate(
     seed: int = 0,
     dispatch: Dispatch = "least_loaded",
     progress: Callable[[int], None] | None = None,
+    concurrency: int | None = None,
 ) -> SimOutcome:
-    """Run every request through the engine model to completion; returns the emissions and seed metrics."""
+    """Run every request through the engine model to completion; returns the emissions and seed metrics.
+
+    Open loop, requests are sent at their arrival times; with `concurrency` C (a closed loop) the first C are sent
+    at 0 and each completion sends the next in workload order.  A request reaches an engine `config.api_overhead`
+    after it is sent (what a live server's HTTP path adds), so TTFT and E2E include it.
+    """
     n = len(requests)
-    arrivals = requests.arrival_s if len(requests.arrival_s) == n else np.zeros(n)
-    order = np.argsort(arrivals, kind="stable")
+    overhead = config.api_overhead
+    closed = concurrency is not None
+    if closed:
+        sent = np.full(n, np.nan)
+        sent[: min(int(concurrency), n)] = 0.0  # type: ignore[arg-type]
+        arrivals = sent + overhead
+        order = np.arange(n)
+        waiting = min(int(concurrency), n)  # type: ignore[arg-type]
+    else:
+        sent = requests.arrival_s.astype(float) if len(requests.arrival_s) == n else np.zeros(n)
+        arrivals = sent + overhead
+        order = np.argsort(arrivals, kind="stable")
+        waiting = n
     prompts = requests.input_tokens.astype(np.int64)
     outputs = np.maximum(requests.output_tokens.astype(np.int64), 1)
     predicted = predict_lengths(outputs, config.prediction_noise, seed)
@@ -93,8 +111,8 @@ def simulate(
         log.add_runs(*emission_runs(step))
 
     i = 0
-    while i < n or heap:
-        next_arrival = arrivals[order[i]] if i < n else np.inf
+    while i < waiting or heap:
+        next_arrival = arrivals[order[i]] if i < waiting else np.inf
         if heap and heap[0][0] <= next_arrival:
             now, e, _ = heapq.heappop(heap)
             engine = pool[e]
@@ -107,6 +125,11 @@ def simulate(
                 preemptions[r.idx] = r.preemptions
             done += len(finished)
             live[e] -= len(finished)  # unused for a shared queue
+            if closed:  # each completion sends the next request of the closed loop
+                take = min(len(finished), n - waiting)
+                sent[waiting : waiting + take] = now
+                arrivals[waiting : waiting + take] = now + overhead
+                waiting += take
             start(engine, now)
             if shared:  # other idle engines may take what this one left in the shared queue
                 for other in pool:
@@ -116,7 +139,7 @@ def simulate(
             # every request arriving at this instant is queued before any engine starts a step
             now = float(next_arrival)
             touched: list[EngineCore] = []
-            while i < n and arrivals[order[i]] == now:
+            while i < waiting and arrivals[order[i]] == now:
                 idx = int(order[i])
                 i += 1
                 req = EngineRequest(
@@ -138,6 +161,9 @@ def simulate(
                 if reason is not None:
                     rejected[idx] = reason
                     done += 1
+                    if closed and waiting < n:  # a refusal frees its slot of the loop at once
+                        sent[waiting], arrivals[waiting] = now, now + overhead
+                        waiting += 1
                     continue
                 if not shared:
                     live[target.engine_id] += 1
@@ -166,4 +192,5 @@ def simulate(
         peak_kv_usage=max(e.memory.peak / e.memory.total if e.memory.total else 0.0 for e in pool),
         end_time=now,
         predicted=predicted,
+        sent=sent,
     )

@@ -136,6 +136,10 @@ class Lab:
         except ValueError as exc:
             raise UserError(f"the suite built an invalid run configuration: {exc}") from None
 
+    def endpoint(self) -> tuple[str, dict[str, Any], str]:
+        """The target for work that is not a run (a calibration probe): its URL, SUT declaration and /metrics base."""
+        return self._target(self.config(), fresh=False)
+
     def run(self, key: str, label: str, cfg: RunConfig, fresh: bool = False) -> Run:
         """The run named `key`: reused when its directory holds a finished run, else measured now.  `fresh` restarts
         the embedded emulator first (an empty prefix cache, an idle engine)."""

@@ -28,6 +28,11 @@ SUITES: dict[str, tuple[str, str, str]] = {
         "guardrail configurations at 25-75% of capacity (Tables 13-14)",
     ),
     "grid": ("infermeter.suites.grid", "exo", "exo bench's grid: prompt x generation x concurrency, repeats"),
+    "twin": (
+        "infermeter.suites.twin",
+        "twin",
+        "calibrate the engine model over HTTP, then predict and measure at 30/60/90% of capacity",
+    ),
 }
 
 

@@ -1,0 +1,117 @@
+"""`calibrate`: the engine model fitted to a server measured over HTTP (or to a latency grid CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from infermeter.cli import options as opt
+from infermeter.cli.app import about, api_key, app, emulator_settings, err, refuse_run_file, run_async, target
+from infermeter.errors import UserError
+from infermeter.report.tables import grid
+
+EngineOut = Annotated[
+    Path, typer.Option(help="where to write the calibrated engine configuration (YAML)", parser=opt.out_path)
+]
+
+
+def _grid(grid_csv: Path) -> None:
+    from infermeter.engine.calibration import fit_grid_file
+
+    with about("grid_csv"):
+        fit = fit_grid_file(grid_csv)
+    m = fit.model
+    print(
+        grid(
+            ["Parameter", "Value"],
+            [
+                ["alpha", f"{m.alpha * 1000:.3f} ms"],
+                ["beta", f"{m.beta * 1000:.4f} ms/token"],
+                ["gamma", f"{m.gamma:.4f}"],
+                ["R^2", f"{fit.r2:.4f}"],
+                ["rows", str(fit.rows)],
+                ["max |error|", f"{fit.max_abs_error_s * 1000:.2f} ms"],
+            ],
+            "Calibrated batch latency model",
+        )
+    )
+
+
+@app.command()
+def calibrate(
+    grid_csv: Annotated[
+        Path | None,
+        typer.Argument(
+            help="a latency grid CSV (batch_size, max_seq_len, mean_latency_sec) to fit multi-bin dynamic batching's "
+            "T(b, L); without it the server at --url (or the embedded emulator) is probed over HTTP",
+            parser=opt.existing_file,
+        ),
+    ] = None,
+    url: opt.Url = None,
+    api: opt.Api = "completions",
+    backend: opt.BackendName = "openai",
+    model: opt.Model = None,
+    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
+    extra_body: opt.ExtraBody = None,
+    tokenizer: opt.Tokenizer = None,
+    quick: Annotated[bool, typer.Option("--quick", help="a shorter probe, under a minute")] = False,
+    max_prompt: Annotated[
+        int | None,
+        typer.Option(
+            help="longest prompt to send, in tokens (default 4096, 1000 with --quick)",
+            parser=opt.integer(16, opt.MAX_LENGTH),
+        ),
+    ] = None,
+    out: EngineOut = Path("engine.yaml"),
+    emulator_config: opt.EmulatorConfigFile = None,
+) -> None:
+    """Fit the engine model to a live server (black box, over its normal API) and write engine.yaml; or fit the
+    batch latency model T(b, L) to a latency grid CSV."""
+    if grid_csv is not None:
+        if url is not None:
+            raise UserError("give either a latency grid CSV or --url, not both")
+        _grid(grid_csv)
+        return
+    from infermeter.client.openai_sse import ClientConfig
+    from infermeter.engine.config import save_engine_config
+    from infermeter.engine.probe_fit import fit_engine
+    from infermeter.load.warmup import discover_model
+    from infermeter.report.calibration import findings, parameter_table, policy_table
+    from infermeter.suites.calibration import FULL, QUICK, probe_server
+
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory: give a file name, e.g. engine.yaml")
+    refuse_run_file(out)
+    api_key(api_key_env)
+    plan = QUICK if quick else FULL
+    plan = plan.capped(max_prompt) if max_prompt is not None else plan
+    emu = None if url is not None else emulator_settings(emulator_config, None)
+    with target(url, emu, backend) as (target_url, sut, metrics_url):
+        cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {})  # type: ignore[arg-type]
+        cfg.model = cfg.model or str(sut.get("model") or "")
+        if not cfg.model:
+            if backend != "openai":
+                raise UserError(f"--backend {backend} cannot list the server's models: give --model")
+            cfg.model = run_async(discover_model(cfg))
+        err.print(f"probing {target_url} (at most {plan.budget_s:.0f} s)")
+        probe = run_async(
+            probe_server(
+                cfg, plan, backend, tokenizer, sut.get("tokenizer"), lambda line: err.print(f"  {line}"), metrics_url
+            )
+        )
+    engine = fit_engine(probe)
+    save_engine_config(engine, out)
+    cal = engine.calibration
+    assert cal is not None
+    headers, rows = parameter_table(cal, emu.engine if emu is not None else None)
+    print(grid(headers, rows, "Calibrated iteration model"))
+    print()
+    print(grid(*policy_table(cal), "Which scheduling policy explains the isolated prompts"))
+    print()
+    for line in findings(cal, engine):
+        print(f"- {line}")
+    for note in cal.notes:
+        print(f"  note: {note}")
+    print(f"\nwrote {out}: infermeter predict --engine {out} --rate R  (or sim --config / serve --config {out})")

@@ -1,0 +1,274 @@
+"""Black-box calibration of a live server over its normal API: isolated prompts of growing length (prefill cost,
+fixed overhead, chunking), requests sent together at concurrency 1, 2, 4, ... with short and long prompts (the
+decode step against batch and context, the largest running batch), the KV usage gauge where /metrics has one (KV
+capacity), and one prompt sent twice (prefix caching).  Bounded in time: what does not fit is left out, noted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from infermeter.client.backend import Backend, open_backend
+from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.server_metrics import ROLES
+from infermeter.client.urls import endpoint
+from infermeter.engine.calibration import (
+    DecodePoint,
+    PrefillPoint,
+    PrefixCacheProbe,
+    ProbeData,
+    decode_points,
+    streaming_peak,
+)
+from infermeter.errors import UserError
+from infermeter.load.counting import choose_counting, declared_tokenizer
+from infermeter.records import RequestRecord, RunClock
+from infermeter.workload import ids
+from infermeter.workload.prompts import ExactPrompter
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What the probe sends, in order, until its time budget runs out."""
+
+    lengths: tuple[int, ...]  # isolated prompts
+    repeats: int
+    ladder: tuple[int, ...]  # requests sent together, short prompts
+    long_ladder: tuple[int, ...]  # requests sent together, long prompts (context cost, KV gauge)
+    short_prompt: int
+    long_prompt: int
+    decode_tokens: int
+    budget_s: float
+
+    def capped(self, max_prompt: int) -> ProbePlan:
+        """The plan for a server whose context holds `max_prompt` prompt tokens (plus the decoded ones)."""
+        lengths = tuple(n for n in self.lengths if n <= max_prompt) or (max_prompt,)
+        return ProbePlan(
+            lengths,
+            self.repeats,
+            self.ladder,
+            self.long_ladder,
+            min(self.short_prompt, max_prompt),
+            min(self.long_prompt, max_prompt),
+            self.decode_tokens,
+            self.budget_s,
+        )
+
+
+FULL = ProbePlan(
+    lengths=(64, 200, 400, 600, 800, 1100, 1500, 2000, 3000, 4000),
+    repeats=3,
+    ladder=(1, 2, 4, 8, 16, 32, 64),
+    long_ladder=(1, 4, 16),
+    short_prompt=32,
+    long_prompt=2048,
+    decode_tokens=48,
+    budget_s=270.0,
+)
+QUICK = ProbePlan(
+    lengths=(64, 300, 600, 1000),
+    repeats=2,
+    ladder=(1, 2, 4, 8, 16, 32),
+    long_ladder=(1, 4),
+    short_prompt=32,
+    long_prompt=1000,
+    decode_tokens=24,
+    budget_s=50.0,
+)
+GAUGE_INTERVAL_S = 0.05
+
+
+class Prober:
+    """Sends the probe's requests through one backend client, one unique prompt each (no prefix-cache hits)."""
+
+    def __init__(self, client: Backend, prompter: ExactPrompter, clock: RunClock, count_a: bool) -> None:
+        self.client = client
+        self.prompter = prompter
+        self.clock = clock
+        self.count_a = count_a
+        self.k = 0
+
+    def prepare(self, tokens: int, max_tokens: int, rid: int | None = None) -> PreparedRequest:
+        if rid is None:
+            rid = ids.request_id(ids.PREFILL, self.k)
+            self.k += 1
+        return PreparedRequest(rid, self.prompter.build(tokens, rid), tokens, max_tokens, ref_input_tokens=tokens)
+
+    async def one(self, req: PreparedRequest) -> RequestRecord:
+        return await self.client.send(req, self.clock.now())
+
+    async def together(self, tokens: int, count: int, max_tokens: int) -> list[RequestRecord]:
+        reqs = [self.prepare(tokens, max_tokens) for _ in range(count)]
+        return list(await asyncio.gather(*(self.one(r) for r in reqs)))
+
+    def prompt_tokens(self, rec: RequestRecord, asked: int) -> int:
+        """The prompt's tokens as the server counted them (option A) when it said, else as built."""
+        return rec.input_tokens if self.count_a and rec.input_tokens else asked
+
+
+class KvGauge:
+    """Polls the KV usage gauge of /metrics (vLLM, SGLang, llama.cpp names) while requests run."""
+
+    def __init__(self, base_url: str, clock: RunClock, headers: dict[str, str]) -> None:
+        self.url = endpoint(base_url, "/metrics")
+        self.clock = clock
+        self.headers = headers
+        self.samples: list[tuple[float, float]] = []
+        self.available = True
+
+    async def read(self, session: aiohttp.ClientSession) -> float | None:
+        try:
+            async with session.get(self.url, headers=self.headers) as r:
+                if r.status != 200:
+                    return None
+                text = await r.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+        try:
+            families = {f.name: f for f in text_string_to_metric_families(text)}
+        except ValueError:
+            return None
+        for name in ROLES["kv_usage"]:
+            family = families.get(name)
+            if family is not None and family.samples:
+                return float(family.samples[0].value)
+        return None
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while not stop.is_set() and self.available:
+                value = await self.read(session)
+                if value is None:
+                    self.available = False
+                    return
+                self.samples.append((self.clock.now(), value))
+                await asyncio.sleep(GAUGE_INTERVAL_S)
+
+
+def kv_capacity(samples: list[tuple[float, float]], times: list[np.ndarray], prompts: list[int]) -> float | None:
+    """Tokens held / usage at the gauge's samples taken while every request streamed: the capacity in tokens."""
+    if not times or any(len(t) == 0 for t in times):
+        return None
+    start, end = max(t[0] for t in times), min(t[-1] for t in times)
+    estimates = []
+    for at, usage in samples:
+        if start <= at <= end and usage > 0:
+            held = sum(p + int(np.searchsorted(t, at, side="right")) for t, p in zip(times, prompts, strict=True))
+            estimates.append(held / usage)
+    return float(np.median(estimates)) if estimates else None
+
+
+async def probe_server(
+    config: ClientConfig,
+    plan: ProbePlan,
+    backend: str = "openai",
+    tokenizer: str | None = None,
+    declared: str | None = None,
+    say: Callable[[str], None] = lambda line: None,
+    metrics_url: str | None = None,
+) -> ProbeData:
+    """Measure the server; `say` gets one line per stage; `metrics_url` is where /metrics lives (the base URL)."""
+    t0 = time.monotonic()
+    deadline = t0 + plan.budget_s
+    if declared is None:
+        declared = await declared_tokenizer(
+            config.base_url if backend == "openai" else None, config.model, config.headers()
+        )
+    counting = choose_counting(tokenizer, declared)
+    clock = RunClock()
+    client = open_backend(backend, config, clock)
+    probe = Prober(client, ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=11), clock,
+                   counting.method == "A")  # fmt: skip
+    notes: list[str] = []
+    prefill: list[PrefillPoint] = []
+    decode: list[DecodePoint] = []
+    peak, most_sent = 1, 1
+    kv: float | None = None
+    held_most = 0
+    kv_source = "not measured"
+    cache: PrefixCacheProbe | None = None
+    try:
+        warm = await probe.one(probe.prepare(plan.short_prompt, 2))
+        if warm.status != "ok":
+            raise UserError(f"the server refused the probe's first request: {warm.error or warm.status}")
+        # isolated prompts: every length once, then again, so a cut by the budget still leaves each length measured
+        ttfts: dict[int, list[float]] = {}
+        for rep in range(plan.repeats):
+            for length in plan.lengths:
+                if time.monotonic() > deadline:
+                    break
+                rec = await probe.one(probe.prepare(length, 2))
+                if rec.status == "ok" and rec.token_times:
+                    ttfts.setdefault(probe.prompt_tokens(rec, length), []).append(rec.token_times[0] - rec.submitted_at)
+                elif rep == 0:
+                    notes.append(f"a {length}-token prompt failed ({rec.error or rec.status}): longer ones skipped")
+                    break
+        prefill = [PrefillPoint(prompt_tokens=n, ttft_s=float(np.median(v))) for n, v in sorted(ttfts.items())]
+        say(f"isolated prompts: {len(prefill)} lengths, {sum(map(len, ttfts.values()))} requests")
+        gauge = KvGauge(metrics_url or config.base_url, clock, config.headers())
+        for prompt, rungs, long in (
+            (plan.short_prompt, plan.ladder, False),
+            (plan.long_prompt, plan.long_ladder, True),
+        ):
+            for c in rungs:
+                if time.monotonic() > deadline:
+                    notes.append(
+                        f"the time budget ({plan.budget_s:.0f} s) ended the probe before {c} x {prompt} tokens"
+                    )
+                    break
+                stop = asyncio.Event()
+                watcher = asyncio.create_task(gauge.watch(stop)) if long and gauge and gauge.available else None
+                recs = await probe.together(prompt, c, plan.decode_tokens)
+                stop.set()
+                if watcher is not None:
+                    await watcher
+                ok = [r for r in recs if r.status == "ok" and r.token_times]
+                if len(ok) < len(recs):
+                    notes.append(f"{len(recs) - len(ok)} of {c} requests with {prompt}-token prompts failed")
+                times = [np.asarray(r.token_times) for r in ok]
+                prompts = [probe.prompt_tokens(r, prompt) for r in ok]
+                decode += decode_points(times, prompts)
+                peak = max(peak, streaming_peak(times))
+                most_sent = max(most_sent, c)
+                if watcher is not None and gauge is not None and gauge.samples:
+                    est = kv_capacity(gauge.samples, times, prompts)
+                    gauge.samples.clear()
+                    if est is not None and c * prompt >= held_most:  # the most KV held: the most precise
+                        kv, held_most = est, c * prompt
+                        kv_source = "tokens held / the KV usage gauge of /metrics"
+                say(f"{c} together, {prompt}-token prompts: {streaming_peak(times)} streaming at most")
+                if streaming_peak(times) < c:  # the server queued some: sending more shows nothing new
+                    break
+        if time.monotonic() < deadline:
+            rid = ids.request_id(ids.PREFILL, 10**6)
+            first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
+            second = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
+            if first.status == second.status == "ok" and first.token_times and second.token_times:
+                cache = PrefixCacheProbe(
+                    prompt_tokens=probe.prompt_tokens(first, plan.long_prompt),
+                    first_ttft_s=first.token_times[0] - first.submitted_at,
+                    second_ttft_s=second.token_times[0] - second.submitted_at,
+                )
+                say(f"prefix cache: {'present' if cache.present else 'absent'}")
+        if gauge is None or not gauge.available:
+            notes.append("the server has no KV usage gauge in /metrics: kv_capacity_tokens is not calibrated")
+    finally:
+        await client.close()
+    return ProbeData(
+        source=config.base_url,
+        prefill=prefill,
+        decode=decode,
+        largest_batch=max(peak, 1),
+        most_sent=most_sent,
+        kv_capacity_tokens=None if kv is None else round(kv),
+        kv_capacity_source=kv_source,
+        prefix_cache=cache,
+        duration_s=time.monotonic() - t0,
+        notes=notes,
+    )

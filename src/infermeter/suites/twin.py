@@ -1,0 +1,277 @@
+"""The twin: calibrate the engine model against the server over HTTP, then at 30/60/90% of the capacity the model
+predicts, predict each run on the virtual clock and measure it on the real server with the same requests and send
+times; the relative error per metric and load, judged against a stated tolerance.  Against the embedded emulator
+the truth is known (its configuration), so the calibrated parameters are also held against the true ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from infermeter.config import checks
+from infermeter.config.section import Flag
+from infermeter.emulator.config import EmulatorConfig
+from infermeter.engine.config import EngineConfig, load_engine_config, save_engine_config
+from infermeter.metrics.summary_model import Stats, Summary
+from infermeter.report.calibration import findings as calibration_findings
+from infermeter.report.calibration import parameter_table, policy_table
+from infermeter.report.chart import Chart, Trace
+from infermeter.report.tables import fmt_ms
+from infermeter.suites.charts import COLORS
+from infermeter.suites.common import requirement
+from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.lab import Lab, Run
+
+ENGINE_FILE = "engine.yaml"
+PREDICTED = "predicted"
+# metric label -> Summary field; P50 of TTFT and ITL carry the verdict, the rest are reported
+METRICS: dict[str, str] = {"TTFT": "ttft_ms", "ITL": "itl_ms", "TPOT": "tpot_ms", "E2E": "e2e_ms"}
+JUDGED = ("TTFT", "ITL")
+
+
+class TwinParams(SuiteParams):
+    loads: Annotated[list[int], Flag("loads in % of the predicted capacity", checks.int_list(1, 200))] = Field(
+        default_factory=lambda: [30, 60, 90]
+    )
+    workload: Annotated[str, Flag("standard workload name or workload file", checks.WORKLOAD)] = "synthetic-uniform"
+    input_tokens: Annotated[
+        int | None, Flag("fixed prompt length instead of the workload's", checks.integer(1, 10**6))
+    ] = None
+    output_tokens: Annotated[
+        int | None, Flag("fixed output length instead of the workload's", checks.integer(1, 10**6))
+    ] = None
+    requests: Annotated[int, Flag("requests per load", checks.REQUESTS)] = 200
+    tolerance: Annotated[
+        float, Flag("largest relative error of a predicted P50 (TTFT, ITL), in %", checks.number(0, 1000, lo_open=True))
+    ] = 10.0
+    quick_probe: Annotated[bool, Flag("calibrate with the short probe (under a minute)")] = False
+    max_prompt: Annotated[
+        int | None, Flag("longest prompt the calibration sends, in tokens", checks.integer(16, 10**7))
+    ] = None
+    engine: Annotated[
+        Path | None, Flag("an engine file calibrated earlier (skips the probe)", checks.ENGINE_CONFIG_FILE)
+    ] = None
+
+    QUICK: ClassVar[dict[str, Any]] = {"requests": 80, "quick_probe": True}
+
+
+@dataclass
+class Point:
+    pct: int
+    rate: float
+    predicted: Summary
+    measured: Run
+
+
+@dataclass
+class Measured:
+    engine: EngineConfig
+    truth: EngineConfig | None
+    capacity: float
+    points: list[Point]
+
+
+def workload_fields(params: TwinParams) -> dict[str, Any]:
+    if params.input_tokens is not None or params.output_tokens is not None:
+        return {"input_tokens": params.input_tokens, "output_tokens": params.output_tokens}
+    return {"workload": params.workload}
+
+
+def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
+    """The engine file in the suite's directory (a resumed suite keeps its calibration), else a probe's fit."""
+    path = lab.out / ENGINE_FILE
+    if params.engine is not None:
+        return load_engine_config(params.engine)
+    if path.is_file():
+        lab.console.print(f"calibration: reused {path}", highlight=False)
+        return load_engine_config(path)
+    from infermeter.client.openai_sse import ClientConfig
+    from infermeter.engine.probe_fit import fit_engine
+    from infermeter.load.warmup import discover_model
+    from infermeter.suites.calibration import FULL, QUICK, probe_server
+    from infermeter.suites.lab import _run_async
+
+    url, sut, metrics_url = lab.endpoint()
+    t = lab.base.target
+    model = t.model or str(sut.get("model") or "")
+    cfg = ClientConfig(url, t.api, model, api_key_env=t.api_key_env, extra_body=t.extra_body, ignore_eos=t.ignore_eos)
+    if not cfg.model:
+        cfg.model = _run_async(discover_model(cfg))
+    plan = QUICK if params.quick_probe else FULL
+    plan = plan.capped(params.max_prompt) if params.max_prompt is not None else plan
+    lab.console.print(f"calibration: probing {url} (at most {plan.budget_s:.0f} s)", highlight=False)
+    say = lambda line: lab.console.print(f"  {line}", highlight=False)  # noqa: E731
+    tokenizer = lab.base.workload.tokenizer
+    probe = _run_async(probe_server(cfg, plan, t.backend, tokenizer, sut.get("tokenizer"), say, metrics_url))
+    engine = fit_engine(probe)
+    lab.out.mkdir(parents=True, exist_ok=True)
+    save_engine_config(engine, path)
+    return engine
+
+
+def predicted_capacity(engine: EngineConfig, params: TwinParams, seed: int) -> float:
+    """Completed requests per second when the whole workload arrives at once: the most the model can carry."""
+    from infermeter.sim import simulate
+    from infermeter.workload.build import build_requests
+
+    f = workload_fields(params)
+    reqs, _ = build_requests(max(params.requests, 200), seed, f.get("workload"), f.get("input_tokens"),
+                             f.get("output_tokens"))  # fmt: skip
+    out = simulate(reqs, engine, 1, seed)
+    return float(out.served().sum() / out.end_time) if out.end_time > 0 else 0.0
+
+
+def predict(lab: Lab, engine: EngineConfig, params: TwinParams, key: str, rate: float, seed: int) -> Summary:
+    """The simulator's run of the requests a live run at `rate` sends, written beside the measured runs."""
+    from infermeter.sim import simulate, write_sim_run
+    from infermeter.workload.build import arrival_spec, build_requests
+
+    f = workload_fields(params)
+    reqs, declaration = build_requests(
+        params.requests, seed, f.get("workload"), f.get("input_tokens"), f.get("output_tokens"),
+        arrivals=arrival_spec("poisson", rate, 1.0),
+    )  # fmt: skip
+    run_dir = lab.out / PREDICTED / key
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    return write_sim_run(simulate(reqs, engine, 1, seed), run_dir, declaration, seed)
+
+
+class TwinSuite:
+    name = "twin"
+    section = "twin"
+    reference = "infermeter's wind tunnel: the engine model calibrated over HTTP, predictions held against runs"
+    title = "Wind tunnel against the server"
+    summary = "calibrate the engine model over HTTP, then predict and measure at 30/60/90% of capacity"
+    params = TwinParams
+
+    def emulator(self, params: TwinParams) -> EmulatorConfig:
+        return EmulatorConfig()
+
+    def procedure(self, lab: Lab, params: TwinParams) -> Measured:
+        engine = calibrated_engine(lab, params)
+        seed = lab.base.workload.seed
+        capacity = predicted_capacity(engine, params, seed)
+        points = []
+        loads = sorted(set(checks.flat(params.loads) if isinstance(params.loads[0], list) else params.loads))
+        for i, pct in enumerate(loads):
+            rate = float(f"{capacity * pct / 100:.4g}")
+            key = f"load-{pct}pct"
+            # each load its own seed: other prompts, so a server's prefix cache holds none of an earlier load's
+            run_seed = seed + i
+            predicted = predict(lab, engine, params, key, rate, run_seed)
+            work = {**workload_fields(params), "seed": run_seed}
+            cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
+            run = lab.run(key, f"{pct}% of the predicted capacity: {rate:g} req/s", cfg)
+            points.append(Point(pct, rate, predicted, run))
+        truth = lab.emulator.engine if lab.embedded and lab.emulator is not None and params.engine is None else None
+        if truth is not None and lab.emulator is not None and lab.emulator.speed != 1.0:
+            truth = None  # a sped-up emulator's true costs are its model's divided by the speed
+        return Measured(engine, truth, capacity, points)
+
+    def analyze(self, measured: Measured, params: TwinParams) -> Analysis:
+        cal = measured.engine.calibration
+        tables: list[Table] = []
+        findings = [f"predicted capacity {measured.capacity:.3g} req/s (the whole workload at once, simulated)"]
+        if cal is not None:
+            headers, rows = parameter_table(cal, measured.truth)
+            tables.append(Table(caption="Calibrated engine model", headers=headers, rows=rows, notes=cal.notes))
+            headers, rows = policy_table(cal)
+            tables.append(Table(caption="Scheduling policy fits", headers=headers, rows=rows))
+            findings += calibration_findings(cal, measured.engine)
+        rows, figures = [], {"capacity_rps": measured.capacity}
+        for p in measured.points:
+            for label, field in METRICS.items():
+                for q in (50, 99):
+                    pred = getattr(p.predicted, field).percentile(q)
+                    meas = getattr(p.measured.summary, field).percentile(q)
+                    error = relative_error(pred, meas)
+                    bound = params.tolerance if q == 50 else 2 * params.tolerance
+                    rows.append([
+                        f"{p.pct}% ({p.rate:g} req/s)", f"{label} P{q}", fmt_ms(pred), fmt_ms(meas),
+                        "-" if error is None else f"{error:+.1%}",
+                        "-" if error is None else ("yes" if abs(error) * 100 <= bound else "no"),
+                    ])  # fmt: skip
+                    figures[f"{label.lower()}_p{q}_error_{p.pct}"] = error
+        tables.append(
+            Table(
+                caption="Predicted against measured, per load",
+                headers=["Load", "Metric", "Predicted", "Measured", "Error", "Within"],
+                rows=rows,
+                notes=[
+                    f"within: P50 +-{params.tolerance:g}%, P99 +-{2 * params.tolerance:g}%; the error is "
+                    "(predicted - measured) / measured"
+                ],
+            )
+        )
+        return Analysis(tables=tables, findings=findings, figures=figures, charts=[twin_chart(measured)])
+
+    def requirements(
+        self, measured: Measured, analysis: Analysis, params: TwinParams, quick: bool
+    ) -> list[Requirement]:
+        out = []
+        for label in JUDGED:
+            errs = {p.pct: analysis.figures.get(f"{label.lower()}_p50_error_{p.pct}") for p in measured.points}
+            worst = max((abs(e) for e in errs.values() if isinstance(e, float)), default=None)
+            out.append(
+                requirement(
+                    "MUST",
+                    "twin",
+                    f"predicted {label} P50 within {params.tolerance:g}% of the measured at every load",
+                    worst is not None and worst * 100 <= params.tolerance,
+                    ", ".join(f"{k}%: {'-' if not isinstance(e, float) else f'{e:+.1%}'}" for k, e in errs.items()),
+                )
+            )
+        for label in JUDGED:
+            errs = [analysis.figures.get(f"{label.lower()}_p99_error_{p.pct}") for p in measured.points]
+            worst = max((abs(e) for e in errs if isinstance(e, float)), default=None)
+            out.append(
+                requirement(
+                    "SHOULD",
+                    "twin",
+                    f"predicted {label} P99 within {2 * params.tolerance:g}% at every load",
+                    worst is not None and worst * 100 <= 2 * params.tolerance,
+                    "worst " + ("-" if worst is None else f"{worst:.1%}"),
+                )
+            )
+        return out
+
+
+def relative_error(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None or not measured or not np.isfinite(predicted):
+        return None
+    return (predicted - measured) / measured
+
+
+def twin_chart(measured: Measured) -> Chart:
+    """TTFT and ITL P50/P99 against load, predicted (dashed) and measured (solid)."""
+    x = [float(p.rate) for p in measured.points]
+    traces = []
+    for row, (label, field) in enumerate((("TTFT", "ttft_ms"), ("ITL", "itl_ms")), start=1):
+        for q in (50, 99):
+            for kind, get, dash in (
+                ("measured", lambda p: p.measured.summary, False),
+                ("predicted", lambda p: p.predicted, True),
+            ):
+                stats: list[Stats] = [getattr(get(p), field) for p in measured.points]
+                traces.append(
+                    Trace(name=f"{label} P{q} {kind}", x=x, y=[s.percentile(q) for s in stats], row=row,
+                          color=COLORS[float(q)], dash=dash)
+                )  # fmt: skip
+    return Chart(
+        id="twin",
+        title="Predicted (dashed) and measured (solid) latency against load",
+        x_title="arrival rate (req/s)",
+        panels=["TTFT (ms)", "ITL (ms)"],
+        traces=traces,
+        note=f"predicted capacity {measured.capacity:.3g} req/s",
+    )
+
+
+SUITE = TwinSuite()

@@ -1,0 +1,102 @@
+"""Black-box calibration's arithmetic: decode steps read from token times, the running batch seen, prefill chunks,
+and the engine fitted back from measurements a known model produced."""
+
+import numpy as np
+import pytest
+
+from infermeter.engine.calibration import (
+    DecodePoint,
+    PrefillPoint,
+    ProbeData,
+    chunks,
+    decode_points,
+    streaming_peak,
+    trimmed_mean,
+)
+from infermeter.engine.latency import IterationModel
+from infermeter.engine.probe_fit import fit_engine
+
+TRUE = IterationModel(fixed=0.010, per_prefill_token=80e-6, per_decode_seq=0.2e-3, per_context_token=0.2e-6)
+
+
+def test_decode_points_group_gaps_by_the_batch_streaming():
+    # two requests decode together in 10 ms steps (both tokens at each step's end), then B goes on alone in 8 ms
+    a = np.arange(6) * 0.010 + 0.100
+    b = np.concatenate([a, a[-1] + np.arange(1, 7) * 0.008])
+    points = {p.batch: p for p in decode_points([a, b], [100, 300])}
+    assert set(points) == {1, 2}
+    assert points[2].step_s == pytest.approx(0.010) and points[2].gaps == 10
+    assert points[1].step_s == pytest.approx(0.008) and points[1].gaps == 6
+    # at the first gap's midpoint each has 1 token: 101 + 301; the batch-2 points average the 5 gaps' contexts
+    assert points[2].context_tokens == pytest.approx(np.mean([2 * k + 402 for k in range(5)]))
+
+
+def test_a_gap_holding_another_requests_prefill_is_left_out():
+    a = np.arange(10) * 0.010
+    late = np.asarray([0.0545, 0.0645, 0.0745, 0.0845])  # arrived mid-stream: its first token ends a prefill step
+    a_stalled = a.copy()
+    a_stalled[5:] += 0.030  # A's gap 4 -> 5 held that prefill
+    points = decode_points([a_stalled, late], [10, 10])
+    assert all(p.step_s < 0.02 for p in points), points
+
+
+def test_streaming_peak_counts_requests_between_first_and_last_token():
+    one_at_a_time = [np.asarray([0.0, 0.1]), np.asarray([0.2, 0.3]), np.asarray([0.4, 0.5])]
+    together = [np.asarray([0.0, 0.5]), np.asarray([0.1, 0.4]), np.asarray([0.2, 0.6])]
+    assert streaming_peak(one_at_a_time) == 1
+    assert streaming_peak(together) == 3
+
+
+def test_chunks_count_steps_and_the_context_each_step_attends():
+    assert chunks(300, None) == (1, 300)
+    assert chunks(300, 512) == (1, 300)
+    assert chunks(1100, 512) == (3, 512 + 1024 + 1100)
+
+
+def test_trimmed_mean_ignores_a_stall_and_keeps_a_timers_rounding():
+    gaps = np.asarray([0.006, 0.007] * 10 + [0.5])  # a timer rounding to 1 ms, and one host stall
+    assert trimmed_mean(gaps) == pytest.approx(0.0065, abs=2e-4)
+
+
+def probe(model: IterationModel, overhead: float, budget: int | None, batch_limit: int) -> ProbeData:
+    """What an exact probe of an engine with this model would measure."""
+    prefill = []
+    for p in (64, 200, 400, 600, 800, 1100, 1500, 2000, 3000, 4000):
+        steps, ctx = chunks(p, budget)
+        t = overhead + steps * model.fixed + model.per_prefill_token * p + model.per_context_token * ctx
+        prefill.append(PrefillPoint(prompt_tokens=p, ttft_s=t))
+    decode = [
+        DecodePoint(batch=b, context_tokens=c, step_s=model.step_time(0, b, int(c)), gaps=40)
+        for b, c in [(1, 50), (2, 100), (4, 200), (8, 400), (16, 800), (1, 2100), (4, 8400), (16, 33600)]
+        if b <= batch_limit
+    ]
+    return ProbeData(source="test", prefill=prefill, decode=decode, largest_batch=min(batch_limit, 16), most_sent=16)
+
+
+def test_fit_engine_recovers_the_model_that_made_the_measurements():
+    engine = fit_engine(probe(TRUE, 0.0015, None, 64))
+    m = engine.iteration_model
+    for name in ("fixed", "per_prefill_token", "per_decode_seq", "per_context_token"):
+        assert getattr(m, name) == pytest.approx(getattr(TRUE, name), rel=1e-6), name
+    assert engine.api_overhead == pytest.approx(0.0015, rel=1e-6)
+    assert engine.scheduler.name == "continuous" and engine.scheduler.max_num_seqs == 256  # never filled
+    cal = engine.calibration
+    assert cal is not None and not cal.batch_limited and cal.policy == "continuous"
+    assert {p.parameter for p in cal.parameters} >= {"iteration_model.fixed", "api_overhead"}
+
+
+def test_fit_engine_finds_chunked_prefill_by_its_staircase():
+    engine = fit_engine(probe(TRUE, 0.001, 512, 64))
+    assert engine.scheduler.name == "chunked_prefill" and engine.scheduler.token_budget == 512
+    assert engine.iteration_model.per_prefill_token == pytest.approx(TRUE.per_prefill_token, rel=1e-6)
+    rms = {f.policy: f.residual_rms_ms for f in engine.calibration.policies}
+    assert rms["chunked_prefill (budget 512)"] < 1e-6 < rms["continuous"]
+
+
+def test_fit_engine_serving_one_at_a_time():
+    engine = fit_engine(probe(TRUE, 0.001, None, 1))
+    assert engine.scheduler.max_num_seqs == 1
+    assert engine.calibration.policy.startswith("one at a time")
+    # one sequence at a time: the per-sequence cost cannot be told from the fixed one, and is folded into it
+    assert engine.iteration_model.per_decode_seq == 0
+    assert engine.iteration_model.fixed == pytest.approx(TRUE.fixed + TRUE.per_decode_seq, rel=1e-6)

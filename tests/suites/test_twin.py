@@ -1,0 +1,71 @@
+"""The wind tunnel against a server: `infermeter calibrate` recovers an emulator's engine it was not told, and the
+twin suite's predictions match the runs it then measures."""
+
+import pytest
+import yaml
+
+from infermeter.engine.config import load_engine_config
+from infermeter.report.calibration import true_value
+from tests.cli import infermeter, suite_result
+
+# not the emulator's default: every latency parameter and the KV capacity differ
+SECRET = {
+    "engine": {
+        "scheduler": {"name": "continuous", "max_num_seqs": 256},
+        "iteration_model": {
+            "fixed": 0.010,
+            "per_prefill_token": 80e-6,
+            "per_decode_seq": 0.2e-3,
+            "per_context_token": 0.2e-6,
+        },
+        "kv_capacity_tokens": 200_000,
+    }
+}
+PARAMETERS = (
+    "iteration_model.fixed",
+    "iteration_model.per_prefill_token",
+    "iteration_model.per_decode_seq",
+    "iteration_model.per_context_token",
+)
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """The default (full) probe of an emulator started with SECRET, which calibrate is not told."""
+    d = tmp_path_factory.mktemp("twin")
+    (d / "secret.yaml").write_text(yaml.safe_dump(SECRET))
+    p = infermeter("calibrate", "--emulator-config", d / "secret.yaml", "--out", d / "engine.yaml")
+    return d, p
+
+
+def test_calibrate_recovers_an_engine_it_was_not_told(calibrated):
+    d, p = calibrated
+    assert p.returncode == 0, p.stderr
+    engine = load_engine_config(d / "engine.yaml")
+    truth = load_engine_config_from(SECRET)
+    for name in PARAMETERS:
+        fitted, true = true_value(engine, name), true_value(truth, name)
+        assert fitted == pytest.approx(true, rel=0.10), (name, fitted, true)
+    assert engine.kv_capacity_tokens == pytest.approx(200_000, rel=0.10)
+    assert engine.scheduler.name == "continuous"
+    assert "iteration_model.per_prefill_token" in p.stdout and "Which scheduling policy" in p.stdout
+
+
+def load_engine_config_from(data):
+    from infermeter.emulator.config import EmulatorConfig
+
+    return EmulatorConfig.model_validate(data).engine
+
+
+def test_twin_suite_predicts_the_runs_it_measures(calibrated, tmp_path):
+    d, _ = calibrated
+    result = suite_result(
+        "twin", tmp_path / "twin", "--emulator-config", str(d / "secret.yaml"), "--engine", str(d / "engine.yaml")
+    )
+    figures = result.analysis.figures
+    for pct in (30, 60, 90):
+        for metric in ("ttft", "itl"):
+            assert abs(figures[f"{metric}_p50_error_{pct}"]) <= 0.10, (metric, pct, figures)
+    judged = [r for r in result.requirements if r.section == "twin" and r.level == "MUST"]
+    assert len(judged) == 2 and all(r.met for r in judged), judged
+    assert (tmp_path / "twin" / "predicted" / "load-30pct" / "summary.json").is_file()
