@@ -100,3 +100,45 @@ def test_fit_engine_serving_one_at_a_time():
     # one sequence at a time: the per-sequence cost cannot be told from the fixed one, and is folded into it
     assert engine.iteration_model.per_decode_seq == 0
     assert engine.iteration_model.fixed == pytest.approx(TRUE.fixed + TRUE.per_decode_seq, rel=1e-6)
+
+
+def test_turnarounds_and_the_per_request_cost_of_a_one_at_a_time_server():
+    from infermeter.engine.calibration import Turnaround, turnarounds
+
+    a, b = np.asarray([0.0, 0.1, 0.2]), np.asarray([0.45, 0.5])
+    (turn,) = turnarounds([b, a], [10, 20])  # b (10 tokens) came after a: its prefill is in the turnaround
+    assert turn.prompt_tokens == 10 and turn.seconds == pytest.approx(0.25)
+    data = probe(TRUE, 0.001, None, 1)
+    # the engine works 30 ms after each request before the next one's prefill step
+    data.turnarounds = [
+        Turnaround(
+            prompt_tokens=32, seconds=0.030 + TRUE.fixed + (TRUE.per_prefill_token + TRUE.per_context_token) * 32
+        )
+    ] * 3
+    engine = fit_engine(data)
+    assert engine.iteration_model.per_request == pytest.approx(0.030, rel=1e-6)
+    assert engine.api_overhead == pytest.approx(0.001, rel=1e-6)
+
+
+def test_per_request_cost_delays_the_next_request_served_one_at_a_time():
+    """Closed form: two requests at t=0, one at a time; the second's prefill starts per_request after the first ends."""
+    from infermeter.engine.config import EngineConfig
+    from infermeter.sim import simulate
+    from infermeter.workload.spec import Requests
+
+    model = IterationModel(
+        fixed=0.01, per_prefill_token=0.0, per_decode_seq=0.0, per_context_token=0.0, per_request=0.05
+    )
+    cfg = EngineConfig(scheduler={"name": "continuous", "max_num_seqs": 1}, iteration_model=model, latency="iteration")
+    reqs = Requests(
+        request_class=np.asarray(["", ""], dtype=object),
+        input_tokens=np.asarray([8, 8]),
+        output_tokens=np.asarray([3, 3]),
+        prefix_id=np.asarray([-1, -1]),
+        prefix_tokens=np.zeros(2, dtype=np.int64),
+        arrival_s=np.zeros(2),
+    )
+    out = simulate(reqs, cfg)
+    first, last = out.emissions.first_token(), out.emissions.last_token()
+    assert last[0] == pytest.approx(0.03)  # prefill step + 2 decode steps of 10 ms
+    assert first[1] == pytest.approx(0.03 + 0.05 + 0.01)

@@ -36,6 +36,9 @@ class ScaledLatency:
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.inner.step_time(prefill_tokens, decode_seqs, context_tokens) / self.speed
 
+    def after_requests(self, finished: int) -> float:
+        return self.inner.after_requests(finished) / self.speed
+
 
 @dataclass
 class Handle:

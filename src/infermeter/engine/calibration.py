@@ -3,6 +3,7 @@ measured latency grid, and the iteration model from what a black-box probe of a 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,13 @@ class PrefixCacheProbe(BaseModel):
         return self.second_ttft_s < 0.6 * self.first_ttft_s
 
 
+class Turnaround(BaseModel):
+    """A server serving one request at a time: from one request's last token to the next one's first."""
+
+    prompt_tokens: int = Field(gt=0)
+    seconds: float
+
+
 class ProbeData(BaseModel):
     """What a black-box probe measured: the inputs of `fit_engine`."""
 
@@ -111,6 +119,7 @@ class ProbeData(BaseModel):
     source: str
     prefill: list[PrefillPoint]
     decode: list[DecodePoint]
+    turnarounds: list[Turnaround] = Field(default_factory=list)
     largest_batch: int = Field(gt=0, description="most sequences seen streaming at once")
     most_sent: int = Field(gt=0, description="most requests the probe sent at once")
     kv_capacity_tokens: int | None = None
@@ -128,8 +137,8 @@ class ParameterFit(BaseModel):
     unit: str
     stderr: float | None = None
     fit: str  # which measurements it was fitted to
-    r2: float
-    residual_rms_ms: float
+    r2: float | None = None  # None: a median, not a least-squares fit
+    residual_rms_ms: float | None = None
     points: int
 
 
@@ -289,9 +298,32 @@ def choose_policy(points: list[PrefillPoint], decode: DecodeFit) -> tuple[Prefil
     fits = [fit_prefill(points, decode, None)]
     fits += [fit_prefill(points, decode, b) for b in CHUNK_BUDGETS if b < longest]
     best = min(fits, key=lambda f: f.fit.rms)
-    if best.budget is not None and best.fit.rms > 2 / 3 * fits[0].fit.rms:
+    if best.budget is not None and best.fit.rms >= 2 / 3 * fits[0].fit.rms:
         best = fits[0]
     return best, fits
+
+
+def turnarounds(token_times: list[np.ndarray], prompts: list[int]) -> list[Turnaround]:
+    """Consecutive requests of a server that ran them one after another: the engine time between them."""
+    order = sorted((t[0], t[-1], p) for t, p in zip(token_times, prompts, strict=True) if len(t))
+    return [
+        Turnaround(prompt_tokens=p, seconds=first - last)
+        for (_, last, _), (first, _, p) in itertools.pairwise(order)
+        if first > last
+    ]
+
+
+def per_request_cost(points: list[Turnaround], decode: DecodeFit, prefill: PrefillFit) -> float | None:
+    """Engine time after a request completes: the median turnaround less the next request's prefill steps (the
+    API's overhead overlaps the previous request, so it is not part of a turnaround)."""
+    if not points:
+        return None
+    rest = []
+    for x in points:
+        steps, ctx = chunks(x.prompt_tokens, prefill.budget)
+        rest.append(x.seconds - steps * decode.fixed - prefill.per_prefill_token * x.prompt_tokens
+                    - decode.per_context_token * ctx)  # fmt: skip
+    return max(float(np.median(rest)), 0.0)
 
 
 def quadratic_term(points: list[PrefillPoint]) -> float | None:

@@ -103,6 +103,7 @@ class EngineConfig(BaseModel):
             "iteration_model.per_prefill_token": (it.per_prefill_token, 0.0, False),
             "iteration_model.per_decode_seq": (it.per_decode_seq, 0.0, False),
             "iteration_model.per_context_token": (it.per_context_token, 0.0, False),
+            "iteration_model.per_request": (it.per_request, 0.0, False),
         }
         for name, (value, lo, above) in bounds.items():
             if not math.isfinite(value) or value < lo or (above and value == lo):

@@ -120,7 +120,8 @@ class IterationLevel(ABC):
             return None
         prefill_tokens = sum(c for _, c in plan.prefill)
         context = sum(r.kv for r in plan.decode) + sum(r.kv + c for r, c in plan.prefill)
-        duration = engine.latency.step_time(prefill_tokens, len(plan.decode), context)
+        # the step waits for what the engine still does for requests that finished (a one-at-a-time server's turnaround)
+        duration = engine.latency.step_time(prefill_tokens, len(plan.decode), context) + max(engine.busy_until - now, 0)
         step = Step(engine.engine_id, now, duration, len(plan.decode) + len(plan.prefill), plan=plan)
         emitting = list(plan.decode) + [r for r, c in plan.prefill if r.prefilled + c >= r.prefill_target]
         for r in emitting:
@@ -148,6 +149,8 @@ class IterationLevel(ABC):
             engine.running.remove(r)
             engine.memory.release(r.blocks)
             r.blocks = 0
+        if step.finished:
+            engine.busy_until = step.end + engine.latency.after_requests(len(step.finished))
         return step.finished
 
 

@@ -31,6 +31,10 @@ class LatencyModel(Protocol):
         """Seconds of one engine iteration (continuous batching)."""
         ...
 
+    def after_requests(self, finished: int) -> float:
+        """Seconds the engine still works after `finished` requests completed, before its next step."""
+        ...
+
 
 @dataclass(frozen=True)
 class BatchModel:
@@ -57,6 +61,9 @@ class BatchModel:
     def batch_time(self, b: int, max_len: int, prompt_tokens: int) -> float:
         return self.alpha + self.beta * max_len * self.h(b)
 
+    def after_requests(self, finished: int) -> float:
+        return 0.0
+
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         t = self.alpha if prefill_tokens > 0 else 0.0
         return t + (self.beta * self.h(decode_seqs) if decode_seqs > 0 else 0.0)
@@ -81,6 +88,9 @@ class IterationModel:
     per_prefill_token: float = 0.045 * S_PER_MS
     per_decode_seq: float = 0.03 * S_PER_MS
     per_context_token: float = 4e-5 * S_PER_MS
+    # engine time after each request completes, before the next step (a server serving one at a time spends it
+    # between requests: detokenizing, releasing its slot); 0 for the GPU engines modelled by default
+    per_request: float = 0.0
     name: str = "iteration"
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
@@ -90,6 +100,9 @@ class IterationModel:
             + self.per_decode_seq * decode_seqs
             + self.per_context_token * context_tokens
         )
+
+    def after_requests(self, finished: int) -> float:
+        return self.per_request * finished
 
     def ttft(self, b: int, prompt_tokens: int) -> float:
         return self.step_time(prompt_tokens, 0, prompt_tokens)

@@ -14,6 +14,7 @@ from infermeter.engine.calibration import (
     ProbeData,
     choose_policy,
     fit_decode,
+    per_request_cost,
     quadratic_term,
 )
 from infermeter.engine.config import EngineConfig
@@ -24,16 +25,16 @@ from infermeter.units import MS_PER_S
 DEFAULT_MAX_NUM_SEQS = 256  # kept when the probe never filled the server's batch
 
 
-def _parameters(decode: DecodeFit, prefill: PrefillFit) -> list[ParameterFit]:
+def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | None, turns: int) -> list[ParameterFit]:
     d, p = decode.fit, prefill.fit
     rows = [
         ("iteration_model.fixed", decode.fixed, "s", d.stderr[0], "decode steps", d),
         ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], "decode steps", d),
         ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], "decode steps", d),
         ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], "isolated TTFT", p),
-        ("api_overhead", prefill.overhead, "s", p.stderr[0], "isolated TTFT", p),
+        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], "isolated TTFT", p),
     ]
-    return [
+    out = [
         ParameterFit(
             parameter=name,
             value=value,
@@ -46,6 +47,17 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit) -> list[ParameterFit]:
         )
         for name, value, unit, err, fit, lin in rows
     ]
+    if per_request is not None:
+        out.append(
+            ParameterFit(
+                parameter="iteration_model.per_request",
+                value=per_request,
+                unit="s",
+                fit="turnarounds (median)",
+                points=turns,
+            )
+        )
+    return out
 
 
 def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConfig:
@@ -62,11 +74,13 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         scheduler: dict[str, object] = {"name": "continuous", "max_num_seqs": max_num_seqs}
     else:
         scheduler = {"name": "chunked_prefill", "max_num_seqs": max_num_seqs, "token_budget": chosen.budget}
+    per_request = per_request_cost(probe.turnarounds, decode, chosen)
     model = IterationModel(
         fixed=decode.fixed,
         per_prefill_token=chosen.per_prefill_token,
         per_decode_seq=decode.per_decode_seq,
         per_context_token=decode.per_context_token,
+        per_request=per_request or 0.0,
     )
     quad = quadratic_term(probe.prefill)
     notes = list(probe.notes)
@@ -84,7 +98,7 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         source=probe.source,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         duration_s=probe.duration_s,
-        parameters=_parameters(decode, chosen),
+        parameters=_parameters(decode, chosen, per_request, len(probe.turnarounds)),
         policies=[PolicyFit(policy=f.policy, residual_rms_ms=f.fit.rms * MS_PER_S, r2=f.fit.r2) for f in fits],
         policy=chosen.policy if not (limited and probe.largest_batch == 1) else f"one at a time ({chosen.policy})",
         largest_batch=probe.largest_batch,

@@ -35,8 +35,8 @@ def parameter_table(cal: Calibration, truth: EngineConfig | None = None) -> tupl
             f"{p.value * k:.4g} {unit}",
             "-" if p.stderr is None else f"{p.stderr * k:.2g}",
             p.fit,
-            f"{p.r2:.4f}",
-            f"{p.residual_rms_ms:.3f} ms",
+            "-" if p.r2 is None else f"{p.r2:.4f}",
+            "-" if p.residual_rms_ms is None else f"{p.residual_rms_ms:.3f} ms",
             str(p.points),
         ]
         if truth is not None:

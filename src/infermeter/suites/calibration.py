@@ -23,8 +23,10 @@ from infermeter.engine.calibration import (
     PrefillPoint,
     PrefixCacheProbe,
     ProbeData,
+    Turnaround,
     decode_points,
     streaming_peak,
+    turnarounds,
 )
 from infermeter.errors import UserError
 from infermeter.load.counting import choose_counting, declared_tokenizer
@@ -48,7 +50,9 @@ class ProbePlan:
 
     def capped(self, max_prompt: int) -> ProbePlan:
         """The plan for a server whose context holds `max_prompt` prompt tokens (plus the decoded ones)."""
-        lengths = tuple(n for n in self.lengths if n <= max_prompt) or (max_prompt,)
+        lengths = tuple(n for n in self.lengths if n <= max_prompt)
+        if len(lengths) < 4:  # too few below the cap to fit a line and tell chunking apart: spread 5 up to it
+            lengths = tuple(sorted({int(n) for n in np.geomspace(max(max_prompt // 16, 1), max_prompt, 5)}))
         return ProbePlan(
             lengths,
             self.repeats,
@@ -188,6 +192,7 @@ async def probe_server(
     notes: list[str] = []
     prefill: list[PrefillPoint] = []
     decode: list[DecodePoint] = []
+    turns: list[Turnaround] = []
     peak, most_sent = 1, 1
     kv: float | None = None
     held_most = 0
@@ -234,6 +239,8 @@ async def probe_server(
                 times = [np.asarray(r.token_times) for r in ok]
                 prompts = [probe.prompt_tokens(r, prompt) for r in ok]
                 decode += decode_points(times, prompts)
+                if streaming_peak(times) == 1:
+                    turns += turnarounds(times, prompts)
                 peak = max(peak, streaming_peak(times))
                 most_sent = max(most_sent, c)
                 if watcher is not None and gauge is not None and gauge.samples:
@@ -264,6 +271,7 @@ async def probe_server(
         source=config.base_url,
         prefill=prefill,
         decode=decode,
+        turnarounds=turns,
         largest_batch=max(peak, 1),
         most_sent=most_sent,
         kv_capacity_tokens=None if kv is None else round(kv),
