@@ -12,6 +12,8 @@ from infermeter.engine.latency import LatencyModel
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.step import emission_times
 
+MAX_LAG_S = 0.050  # how far behind the real clock a step may start: beyond it (a host's stall) the timeline resets
+
 
 @dataclass(frozen=True)
 class ScaledLatency:
@@ -100,16 +102,23 @@ class RealClockEngine:
         return len(self.core.running)
 
     async def _run(self) -> None:
+        # the model's timeline: a busy engine starts each step where the last one ended, as the simulator does, so a
+        # timer's overshoot and the time spent writing tokens do not add up step after step
+        anchor: float | None = None
         while True:
             if not self.core.has_work():
                 self._wake.clear()
                 await self._wake.wait()
+                anchor = None
                 continue
-            step = self.core.next_step(time.perf_counter())
+            now = time.perf_counter()
+            step = self.core.next_step(now if anchor is None else min(max(anchor, now - MAX_LAG_S), now))
             if step is None:
                 self._wake.clear()
                 await self._wake.wait()
+                anchor = None
                 continue
+            anchor = step.end
             for at, idx in emission_times(step):
                 delay = at - time.perf_counter()
                 if delay > 0:
