@@ -1,18 +1,26 @@
-"""The engine model on the real clock: one asyncio task steps an EngineCore and hands out tokens when due."""
+"""The engine model on the real clock: one asyncio task steps an EngineCore and hands out tokens when due.
+
+The engine keeps the model's timeline, as the simulator does: a step starts where the previous one ended, or, on an
+idle engine, when its work arrived, never when the event loop happened to wake up; a step takes only the requests that
+had arrived by its start; and each token is handed out at its scheduled time, never before (event-loop timers fire up
+to a millisecond early or late, so a wait ends by yielding to the loop until the time has come).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import build_engines
 from infermeter.engine.latency import LatencyModel
 from infermeter.engine.request import EngineRequest
-from infermeter.engine.step import emission_times
+from infermeter.engine.step import Step, emission_runs
 
 MAX_LAG_S = 0.050  # how far behind the real clock a step may start: beyond it (a host's stall) the timeline resets
+SPIN_S = 0.001  # a wait sleeps until this long before its time, then yields to the loop until the time has come
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class RealClockEngine:
         self.core = build_engines(config.engine, 1, latency)[0]
         self._wake = asyncio.Event()
         self._handles: dict[int, Handle] = {}
+        self._arrived: deque[EngineRequest] = deque()  # submitted, not yet reached by the engine's timeline
         self._next = 0
         self._task: asyncio.Task[None] | None = None
         self.finished = 0
@@ -81,11 +90,12 @@ class RealClockEngine:
         now = time.perf_counter()
         out = max(max_tokens, 1)
         req = EngineRequest(idx, now, prompt_tokens, out, out, request_class, cached=cached, priority=priority)
-        reason = self.core.submit(req)
+        reason = self.core.rejection(req)
         if reason is not None:
             return reason
         handle = Handle(req, now)
         self._handles[idx] = handle
+        self._arrived.append(req)
         self._wake.set()
         return handle
 
@@ -95,47 +105,82 @@ class RealClockEngine:
 
     @property
     def waiting(self) -> int:
-        return self.core.scheduler.waiting()
+        return self.core.scheduler.waiting() + len(self._arrived)
 
     @property
     def running(self) -> int:
         return len(self.core.running)
 
     async def _run(self) -> None:
-        # the model's timeline: a busy engine starts each step where the last one ended, as the simulator does, so a
-        # timer's overshoot and the time spent writing tokens do not add up step after step
-        anchor: float | None = None
+        free_at: float | None = None  # where the model's timeline stands: the last step's end, None when idle
         while True:
-            if not self.core.has_work():
+            start = self._next_start(free_at)
+            if start is None:
                 self._wake.clear()
                 await self._wake.wait()
-                anchor = None
+                free_at = None
                 continue
-            now = time.perf_counter()
-            step = self.core.next_step(now if anchor is None else min(max(anchor, now - MAX_LAG_S), now))
-            if step is None:
+            self._admit(start)
+            step = self.core.next_step(start)
+            if step is None:  # nothing the scheduler can run now: idle until more work arrives
                 self._wake.clear()
                 await self._wake.wait()
-                anchor = None
+                free_at = None
                 continue
-            anchor = step.end
-            for at, idx in emission_times(step):
-                delay = at - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            for at, idx in emission_order(step):
+                await _until(at)
                 self._emit(idx)
-            delay = step.end - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await _until(step.end)
+            free_at = step.end
             for r in self.core.finish(step):
                 handle = self._handles.pop(r.idx, None)
                 self.finished += 1
                 if handle is not None:
                     handle.queue.put_nowait(None)
 
+    def _next_start(self, free_at: float | None) -> float | None:
+        """When the next step starts on the model's timeline: where the last one ended when work is waiting, else
+        when the next request arrived; None when there is nothing to do.  A timeline more than MAX_LAG_S behind the
+        real clock (the host stalled the process) moves up to it."""
+        if free_at is not None and (self.core.has_work() or (self._arrived and self._arrived[0].arrival <= free_at)):
+            start = free_at
+        elif self._arrived:
+            start = self._arrived[0].arrival
+        else:
+            return None
+        return max(start, time.perf_counter() - MAX_LAG_S)
+
+    def _admit(self, start: float) -> None:
+        """Hand the engine every request that had arrived by `start`, in arrival order."""
+        while self._arrived and self._arrived[0].arrival <= start:
+            self.core.submit(self._arrived.popleft())
+
     def _emit(self, idx: int) -> None:
         handle = self._handles.get(idx)
         if handle is None:
             return
-        now = time.perf_counter()
-        handle.queue.put_nowait(now)
+        handle.queue.put_nowait(time.perf_counter())
+
+
+def emission_order(step: Step) -> list[tuple[float, int]]:
+    """The step's tokens as (time, request index) in time order; among tokens due at the same time, requests' first
+    tokens go first.  The emulator writes a step's tokens one after another (tens of microseconds each): a first
+    token behind a whole batch of decodes would carry that writing time into its TTFT, while a decode token keeps
+    its place from step to step, so its ITL does not see it."""
+    owners, first, interval, count = emission_runs(step)
+    keyed = sorted(
+        (f + k * iv, k > 0 or r.generated > 0, idx)
+        for r, idx, f, iv, c in zip(step.reqs, owners, first, interval, count, strict=True)
+        for k in range(c)
+    )
+    return [(at, idx) for at, _, idx in keyed]
+
+
+async def _until(at: float) -> None:
+    """Return at `at` (perf_counter seconds) or just after, never before: sleep until SPIN_S short of it, then
+    yield to the event loop until it has come."""
+    delay = at - time.perf_counter() - SPIN_S
+    if delay > 0:
+        await asyncio.sleep(delay)
+    while time.perf_counter() < at:
+        await asyncio.sleep(0)
