@@ -92,7 +92,7 @@ WORD = st.text("abcdefghijklmnopqrstuvwxyz_-.", min_size=1, max_size=10).map(lam
 NOT_A_NUMBER = TEXT.filter(lambda s: not _is_float(s))
 CELL = NOT_A_NUMBER.filter(lambda s: s.strip() and not any(c in s for c in ',"\r\n'))  # one CSV cell
 NEGATIVE = st.floats(max_value=-1e-9).map(repr)  # -inf included
-HUGE = st.floats(min_value=1e7).map(repr)  # above every numeric option's upper bound, inf included
+HUGE = st.floats(min_value=1e7, exclude_min=True).map(repr)  # above every numeric option's upper bound, inf included
 FRACTION = st.floats(0.001, 1e6).filter(lambda x: not x.is_integer()).map(repr)
 NON_FINITE = ("nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e400")
 WRONG_TYPE = ("abc", "", " ", "1,5", "5ms", "0x10", "[1]", "true")
@@ -458,6 +458,7 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
     ("sim-sweep", "requests"): INT_LIST,
     ("sim-sweep", "gpus"): INT_LIST,
     ("sim-sweep", "bins"): INT_LIST,
+    ("sim-sweep", "levels"): Kind(bad("", ",", "bogus", "HIGH", "1", "high;low", "high,high", "high,,zz")),
     ("capacity", "slo"): CAPACITY_SLO,
     ("serve", "config"): EMULATOR_CONFIG,
     ("compare", "reps"): integer(),

@@ -52,8 +52,8 @@ def test_sim_sweep_resumes_after_a_kill_with_the_same_rows(tmp_path):
 
 def test_sim_sweep_refuses_to_resume_with_other_settings(tmp_path):
     small = ["sim-sweep", "--requests", "1000", "--gpus", "1", "--bins", "1", "--step", "1", "--out", tmp_path]
-    assert infermeter(*small).returncode == 0
-    p = infermeter(*small, "--rate", "5")
+    assert infermeter(*small, "--levels", "high").returncode == 0
+    p = infermeter(*small, "--levels", "low")
     assert p.returncode == ExitCode.USAGE and "other settings (rate)" in p.stderr, p.stderr
 
 

@@ -61,6 +61,10 @@ def int_list(lo: int, hi: int) -> Callable[[Any], list[int]]:
     return parser(checks.int_list(lo, hi))
 
 
+def choice_list(*names: str) -> Callable[[Any], str]:
+    return parser(checks.choice_list(*names))
+
+
 flat = checks.flat
 url = parser(checks.url)
 warmup = parser(checks.warmup)
@@ -184,6 +188,9 @@ InputTokens = like(WorkloadSection, "input_tokens")
 OutputTokens = like(WorkloadSection, "output_tokens")
 Trace = like(WorkloadSection, "trace")
 RpsScale = like(WorkloadSection, "rps_scale")
+SweepRpsScale = like(
+    WorkloadSection, "rps_scale", float | None, help="trace arrivals compressed this many times; replaces --levels"
+)
 Tokenizer = like(WorkloadSection, "tokenizer")
 Seed = like(WorkloadSection, "seed")
 Requests = like(Load, "requests", int, help="requests to send")

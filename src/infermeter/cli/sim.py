@@ -18,6 +18,7 @@ from infermeter.records import (
 from infermeter.report.console import full_report, sim_table
 from infermeter.report.tables import grid
 from infermeter.workload.build import arrival_spec, build_requests
+from infermeter.workload.traces import BURSTGPT_RATE, LEVELS
 
 
 def workload_requests(
@@ -157,7 +158,7 @@ SWEEP_BINS = (1, 2, 4, 8, 16, 32)
 def sim_sweep(
     out: Annotated[
         Path,
-        typer.Option(help="directory for step1_grid_search.csv and step2_comparison.csv", parser=opt.out_path),
+        typer.Option(help="directory for the results (a subdirectory per load level)", parser=opt.out_path),
     ] = Path("runs/sweep"),
     requests: Annotated[
         list[int], typer.Option(help="request counts, comma-separated", parser=opt.int_list(1, opt.MAX_REQUESTS))
@@ -168,13 +169,31 @@ def sim_sweep(
     bins: Annotated[
         list[int], typer.Option(help="K values, comma-separated", parser=opt.int_list(1, 1024))
     ] = SWEEP_BINS,  # type: ignore[assignment]
-    step: Annotated[str, typer.Option(help="1, 2 or both", parser=opt.choice("1", "2", "both"))] = "both",
+    step: Annotated[
+        str,
+        typer.Option(
+            help="1 (grid), 2 (method comparison), hypotheses (H1-H3 and the section 9.4 capacities on the smallest "
+            "--requests), both (1 and 2) or all",
+            parser=opt.choice("1", "2", "hypotheses", "both", "all"),
+        ),
+    ] = "all",
+    levels: Annotated[
+        str,
+        typer.Option(
+            help="load levels, comma-separated: high, medium, low (BurstGPT's 0.27 req/s, or a --trace's own "
+            "arrivals, scaled 100x, 10x, 1x)",
+            parser=opt.choice_list(*LEVELS),
+        ),
+    ] = ",".join(LEVELS),
     workload: Annotated[
         str, typer.Option(help="standard workload name or YAML/JSON file", parser=opt.WORKLOAD)
     ] = "synthetic-skewed",
     trace: opt.Trace = None,
-    rps_scale: opt.RpsScale = 10.0,
-    rate: Annotated[float, typer.Option(help="requests/s for synthetic workloads", parser=opt.RATE)] = 27.0,
+    rps_scale: opt.SweepRpsScale = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(help="requests/s for a synthetic workload; replaces --levels with this one rate", parser=opt.RATE),
+    ] = None,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
     bin_key: opt.BinKey = "total",
@@ -182,74 +201,99 @@ def sim_sweep(
     sla_request_s: opt.SlaRequestS = 20.0,
     seed: opt.Seed = 42,
 ) -> None:
-    """Multi-bin dynamic batching's experiments: the grid (requests x GPUs x bins K) and the comparison of batching
-    methods, resumable, as CSVs."""
+    """Multi-bin dynamic batching's experiments at its load levels: the grid (requests x GPUs x bins K), the
+    comparison of batching methods (resumable CSVs), and its hypotheses H1-H3 with their verdicts."""
     from rich.progress import Progress
 
-    from infermeter.sim.experiments import (
-        STEP1_CSV,
-        STEP2_CSV,
-        claim_sweep_dir,
-        run_experiments,
-        step1_grid,
-        step2_methods,
-    )
+    from infermeter.sim.experiments import claim_sweep_dir
 
     counts, gpus, bins = opt.flat(requests), opt.flat(gpus), opt.flat(bins)
+    if rate is not None and trace is not None:
+        raise UserError("--rate sets a synthetic workload's arrivals; a --trace has its own: use --rps-scale")
+    if rps_scale is not None and trace is None:
+        raise UserError("--rps-scale compresses a --trace's arrival times: add --trace, or use --rate")
+    single = rate if trace is None else rps_scale  # one level given by its rate or scaling, else the paper's levels
+    scales = {"custom": 1.0} if single is not None else {name: LEVELS[name] for name in levels.split(",")}
     base = _engine_config("multi_bin_dynamic", 4, bin_key, None, None, 0.0, sla_token_ms, sla_request_s, None)
+    cache: dict[tuple[int, float], object] = {}
+
+    def make_at(n: int, factor: float):  # type: ignore[no-untyped-def]
+        """n requests of the workload at a level's scaling (custom: --rate or --rps-scale as given)."""
+        if (n, factor) not in cache:
+            if trace is not None:
+                scale, r = (single or 1.0) * factor, None
+            else:
+                scale, r = 1.0, (single or BURSTGPT_RATE) * factor
+            cache[(n, factor)] = workload_requests(n, seed, workload, trace, scale, r, arrival, burstiness)[0]
+        return cache[(n, factor)]
+
+    make_at(max(counts), next(iter(scales.values())))  # a bad trace or workload is refused before anything is made
+    if holds_run(out):
+        raise UserError(f"--out {out} holds a single run, not a sweep: choose a new directory")
     settings = {
         "workload": None if trace else workload,
         "trace": str(trace) if trace else None,
-        "rps_scale": rps_scale,
-        "rate": None if trace else rate,
         "arrival": arrival,
         "burstiness": burstiness,
         "seed": seed,
         "engine": base.model_dump(mode="json"),
     }
-    cache: dict[int, object] = {}
-
-    def make(n: int):  # type: ignore[no-untyped-def]
-        if n not in cache:
-            cache[n] = workload_requests(
-                n, seed, workload, trace, rps_scale, None if trace else rate, arrival, burstiness
-            )[0]
-        return cache[n]
-
-    make(max(counts))  # a bad trace or workload is refused before the sweep directory is made
-    if holds_run(out):
-        raise UserError(f"--out {out} holds a single run, not a sweep: choose a new directory")
-    claim_sweep_dir(out, settings)
-
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: choose a directory for the sweep")
+    places = {name: out if len(scales) == 1 else out / name for name in scales}
+    for name, factor in scales.items():  # every level's directory is claimed before anything runs
+        level_settings = {**settings, "rps_scale": (single or 1.0) * factor if trace else None}
+        level_settings["rate"] = None if trace else (single or BURSTGPT_RATE) * factor
+        if step != "hypotheses":
+            claim_sweep_dir(places[name], level_settings)
     with Progress(console=err) as bar:
-        if step in ("1", "both"):
-            plan = step1_grid(counts, gpus, bins)
-            task = bar.add_task("step 1: grid search", total=len(plan))
-            run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
-        if step in ("2", "both"):
-            from infermeter.sim.experiments import read_rows
+        for name, factor in scales.items():
+            make = lambda n, f=factor: make_at(n, f)  # noqa: E731
+            _sweep_level(places[name], name, step, counts, gpus, bins, base, make, seed, bar)
+        if step in ("hypotheses", "all"):
+            _hypotheses(out, scales, base, lambda f: make_at(min(counts), f), seed, bar)
 
-            methods = step2_methods(counts, read_rows(out / STEP1_CSV))
-            task = bar.add_task("step 2: method comparison", total=len(methods))
-            rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
-            header = ["experiment", "GPUs", "K", "req/s", "tok/s", "p99 latency", "token SLA viol.", "req SLA viol."]
-            print(
-                grid(
-                    header,
-                    [
-                        [
-                            r["experiment"],
-                            r["num_gpus"],
-                            r["k_bins"],
-                            f"{float(r['throughput_req_s']):.3f}",
-                            f"{float(r['throughput_tok_s']):.1f}",
-                            f"{float(r['p99_latency_s']):.2f} s",
-                            f"{float(r['token_sla_violation_pct']):.1f}%",
-                            f"{float(r['request_sla_violation_pct']):.1f}%",
-                        ]
-                        for r in rows
-                    ],
-                    "Step 2: method comparison",
-                )
-            )
-    print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
+
+def _sweep_level(out, level, step, counts, gpus, bins, base, make, seed, bar) -> None:  # type: ignore[no-untyped-def]
+    """Steps 1 and 2 at one load level, resuming what `out` already holds; prints step 2's table."""
+    from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV, read_rows, run_experiments, step1_grid, step2_methods
+
+    if step in ("1", "both", "all"):
+        plan = step1_grid(counts, gpus, bins)
+        task = bar.add_task(f"{level}: step 1, grid search", total=len(plan))
+        run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+    if step in ("2", "both", "all"):
+        methods = step2_methods(counts, read_rows(out / STEP1_CSV))
+        task = bar.add_task(f"{level}: step 2, method comparison", total=len(methods))
+        rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+        header = ["experiment", "GPUs", "K", "req/s", "tok/s", "p99 latency", "token SLA viol.", "req SLA viol."]
+        body = [
+            [
+                r["experiment"],
+                r["num_gpus"],
+                r["k_bins"],
+                f"{float(r['throughput_req_s']):.3f}",
+                f"{float(r['throughput_tok_s']):.1f}",
+                f"{float(r['p99_latency_s']):.2f} s",
+                f"{float(r['token_sla_violation_pct']):.1f}%",
+                f"{float(r['request_sla_violation_pct']):.1f}%",
+            ]
+            for r in rows
+        ]
+        print(grid(header, body, f"Step 2: method comparison ({level} load)"))
+    if step != "hypotheses":
+        print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
+
+
+def _hypotheses(out, scales, base, make, seed, bar) -> None:  # type: ignore[no-untyped-def]
+    """H1-H3 at every level: hypotheses.json and hypotheses.md in `out`, and the verdicts printed."""
+    from infermeter.report.hypotheses import console, markdown
+    from infermeter.sim.hypotheses import HYPOTHESES_JSON, HYPOTHESES_MD, methods, run_hypotheses
+
+    task = bar.add_task("hypotheses H1-H3", total=len(scales) + len(methods()))
+    report = run_hypotheses(base, scales, make, seed, lambda what: bar.advance(task))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / HYPOTHESES_JSON).write_text(report.model_dump_json(indent=2))
+    (out / HYPOTHESES_MD).write_text(markdown(report))
+    print(console(report))
+    print(f"report: {out / HYPOTHESES_MD}, {out / HYPOTHESES_JSON}")

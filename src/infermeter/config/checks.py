@@ -80,6 +80,21 @@ def choice(*names: str) -> Callable[[Any], str]:
     return parse
 
 
+def choice_list(*names: str) -> Callable[[Any], str]:
+    """A parser for comma-separated names, each one of a fixed set, none twice; returns them comma-joined."""
+
+    def parse(value: Any) -> str:
+        items = [x.strip() for x in str(value).split(",") if x.strip()]
+        bad = [x for x in items if x not in names]
+        if not items or bad:
+            raise ValueError(f"expected comma-separated names from {', '.join(names)}, got {_text(value)}")
+        if len(set(items)) < len(items):
+            raise ValueError(f"names a value twice: {_text(value)}")
+        return ",".join(items)
+
+    return parse
+
+
 def int_list(lo: int, hi: int) -> Callable[[Any], list[int]]:
     """A parser for comma-separated whole numbers, each in [lo, hi].  For a `list[int]` option, which may be
     repeated: typer keeps one list per occurrence (and per default item), which `flat` joins."""

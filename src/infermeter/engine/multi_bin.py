@@ -51,7 +51,10 @@ class MultiBinDynamic(BatchLevel):
         self.config = config
         self.capacity_tokens = limits.capacity_tokens
         b_min, b_max, sla = config.b_min, config.b_max, limits.d_sla_token
-        self.lanes = [Lane(SlaController(sla, config.epsilon, b_min, b_max), b_max, b_min) for _ in range(config.bins)]
+        shared = SlaController(sla, config.epsilon, b_min, b_max) if config.controller == "global" else None
+        self.lanes = [
+            Lane(shared or SlaController(sla, config.epsilon, b_min, b_max), b_max, b_min) for _ in range(config.bins)
+        ]
         self.edges: list[int] = list(config.edges) if config.edges is not None else [0] * config.bins
         self._keys: list[int] = []  # the sample bins are learned from
         self._lengths: list[int] = []
@@ -93,7 +96,9 @@ class MultiBinDynamic(BatchLevel):
 
     def _set_b_max(self, b_maxes: list[int]) -> None:
         for lane, bm in zip(self.lanes, b_maxes, strict=True):
-            lane.b_max = bm
+            lane.b_max = bm  # a lane's target is clamped to it by b_mem, whichever controller it follows
+            if self.config.controller == "global":
+                continue
             c = lane.controller
             c.b_max = bm
             c.b_high = min(c.b_high, float(bm))
@@ -140,6 +145,10 @@ class MultiBinConfig(DynamicConfig):
     )
     bin_b_max: list[int] | None = Field(default=None, description="each bin's B_MAX; unset: learned with the edges")
     learn_requests: int = Field(default=1024, gt=0, description="how many requests the online edges learn from")
+    controller: Literal["per_bin", "global"] = Field(
+        default="per_bin",
+        description="an SLA controller per bin (the method), or one shared by all bins (the paper's H2 baseline)",
+    )
 
     @model_validator(mode="after")
     def _per_bin(self) -> MultiBinConfig:

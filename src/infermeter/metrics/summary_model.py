@@ -286,6 +286,9 @@ class Sim(Block):
     rejected: int
     peak_kv_usage: float
     makespan_s: float
+    # multi-bin dynamic batching's section 9.4: None in summaries written before they were added
+    decode_step_time_ms: float | None = None  # mean time of a decode iteration
+    seconds_per_generated_token: float | None = None  # engine busy time per output token
 
 
 class ServerTiming(Block):

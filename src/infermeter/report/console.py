@@ -224,6 +224,10 @@ def sim_table(summary: Summary) -> str:
         ["Rejected (never fit in KV memory)", str(s.rejected)],
         ["Peak KV usage", fmt_pct(s.peak_kv_usage)],
     ]
+    if s.decode_step_time_ms is not None:
+        rows.append(["Decode step time (mean)", fmt_ms(s.decode_step_time_ms)])
+    if s.seconds_per_generated_token is not None:
+        rows.append(["Engine time per generated token", f"{s.seconds_per_generated_token * 1000:.3f} ms"])
     return grid(["Metric", "Value"], rows, "Simulated engine (utilization, batches, queueing, SLA)")
 
 

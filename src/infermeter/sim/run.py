@@ -60,19 +60,30 @@ def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Tab
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
+def tpot_e2e(out: SimOutcome) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's TPOT (NaN under two tokens) and end-to-end latency from its send, in seconds: what the
+    token and request SLAs of multi-bin dynamic batching judge."""
+    first, last = out.emissions.first_token(), out.emissions.last_token()
+    n_tok = out.emissions.tokens_per_request()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n_tok >= 2, (last - first) / (n_tok - 1), np.nan)
+    return tpot, last - out.sent
+
+
+def makespan_of(out: SimOutcome) -> float:
+    """From the first send until the last engine is free again (a static batch outlasts its last token)."""
+    return float(out.end_time - out.sent.min()) if len(out.requests) else 0.0
+
+
 def sim_block(out: SimOutcome) -> Sim:
     """The seed's own metrics (seeds/004 section 9) for summary.json's `sim` block."""
     cfg = out.config
     n = len(out.requests)
     ok = out.served()
     arrivals = out.sent
-    first, last = out.emissions.first_token(), out.emissions.last_token()
-    # from the first arrival until the last engine is free again (a static batch outlasts its last token)
-    makespan = out.end_time - arrivals.min() if n else 0.0
+    makespan = makespan_of(out)
     n_tok = out.emissions.tokens_per_request()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(n_tok >= 2, (last - first) / (n_tok - 1), np.nan)
-    e2e = last - arrivals
+    tpot, e2e = tpot_e2e(out)
     token_viol = np.sum(tpot[ok] > cfg.d_sla_token) / max(int(np.sum(ok & (n_tok >= 2))), 1)
     request_viol = (np.sum(e2e[ok] > cfg.d_sla_request) + (n - int(ok.sum()))) / max(n, 1)
     return Sim(
@@ -93,6 +104,8 @@ def sim_block(out: SimOutcome) -> Sim:
         rejected=len(out.rejected),
         peak_kv_usage=out.peak_kv_usage,
         makespan_s=float(makespan),
+        decode_step_time_ms=out.decode_time / out.decode_steps * MS_PER_S if out.decode_steps else None,
+        seconds_per_generated_token=float(out.busy_time.sum() / n_tok.sum()) if n_tok.sum() else None,
     )
 
 

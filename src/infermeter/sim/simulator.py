@@ -39,6 +39,9 @@ class SimOutcome:
     busy_time: np.ndarray  # per engine
     steps: int
     batch_size_sum: int
+    batch_max_output_sum: int  # summed over steps: the longest output among the step's requests
+    decode_steps: int  # decode iterations: a batch's tokens after its first, an iteration step without prefill
+    decode_time: float  # seconds those decode iterations took
     peak_kv_usage: float
     end_time: float
     predicted: np.ndarray
@@ -93,18 +96,31 @@ def simulate(
     shared = config.scheduler.shares_queue
     steps = 0
     batch_sum = 0
+    max_out_sum = 0
+    decode_steps = 0
+    decode_time = 0.0
     rr = 0
     now = 0.0
     done = 0
     next_report = 1000
 
     def start(engine: EngineCore, at: float) -> None:
-        nonlocal steps, batch_sum
+        nonlocal steps, batch_sum, max_out_sum, decode_steps, decode_time
         step = engine.next_step(at)
         if step is None:
             return
         steps += 1
         batch_sum += step.batch_size
+        if step.plan is None:  # a batch run to completion: its longest member sets its length
+            longest = max((r.output for r in step.reqs), default=0)
+            max_out_sum += longest
+            decode_steps += max(longest - 1, 0)
+            decode_time += max(longest - 1, 0) * (step.interval[0] if step.interval else 0.0)
+        else:
+            max_out_sum += max((r.output for r in step.reqs), default=0)
+            if not step.plan.prefill:
+                decode_steps += 1
+                decode_time += step.duration
         heapq.heappush(heap, (step.end, engine.engine_id, steps))
 
     def record(step: Step) -> None:
@@ -189,6 +205,9 @@ def simulate(
         busy_time=np.asarray([e.busy_time for e in pool]),
         steps=steps,
         batch_size_sum=batch_sum,
+        batch_max_output_sum=max_out_sum,
+        decode_steps=decode_steps,
+        decode_time=decode_time,
         peak_kv_usage=max(e.memory.peak / e.memory.total if e.memory.total else 0.0 for e in pool),
         end_time=now,
         predicted=predicted,

@@ -20,6 +20,8 @@ from infermeter.workload.distributions import MAX_LENGTH
 from infermeter.workload.spec import Requests
 
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens")
+BURSTGPT_RATE = 0.27  # requests/s: BurstGPT's own mean arrival rate (multi-bin dynamic batching, section 3)
+LEVELS: dict[str, float] = {"high": 100.0, "medium": 10.0, "low": 1.0}  # its load levels: RPS scaling (section 7.2)
 
 
 @dataclass(frozen=True)
