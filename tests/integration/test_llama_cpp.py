@@ -363,3 +363,37 @@ def test_long_context_suite_on_llama_cpp(llama: str, tmp_path: Path, capsys: pyt
     figures = result.analysis.figures
     assert figures["k"] > 0.8, figures
     assert figures["ttft_mean_ms_1024.0"] > 5 * figures["ttft_mean_ms_128.0"], figures
+
+
+# ----- the wind tunnel calibrated against llama.cpp (issue: calibrate --quick finds one-at-a-time serving; the
+# predicted TTFT P50 at 50% utilization within 20% of the measured)
+
+TWIN_TOLERANCE_PCT = 20.0
+TWIN_ATTEMPTS = 2  # llama.cpp's speed on a shared 2-core VM drifts by tens of percent within a minute (see the test)
+
+
+def test_twin_suite_predicts_llama_cpp_at_half_its_capacity(
+    llama: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`infermeter test twin --quick --loads 50`: calibrate (the quick probe, prompts up to 256 tokens) finds that
+    llama-cpp-python serves one sequence at a time, and the simulator's TTFT P50 at half the predicted capacity is
+    within 20% of the measured one.  A queue at 50% utilization amplifies any change of the server's speed between
+    the probe and the run (10% slower: about 20% more TTFT); consecutive probes on a shared 2-core VM measured
+    llama.cpp's decode step at 13.5, 17.5 and 21.9 ms, so a miss is measured once more, calibration included."""
+    errors = []
+    for attempt in range(TWIN_ATTEMPTS):
+        out = tmp_path / f"twin-{attempt}"
+        result = suite(
+            "twin", out, capsys, llama, "--loads", "50", "--input-tokens", "64", "--output-tokens", "16",
+            "--requests", "60", "--max-prompt", "256", "--tolerance", str(TWIN_TOLERANCE_PCT),
+        )  # fmt: skip
+        engine = (out / "engine.yaml").read_text()
+        assert "max_num_seqs: 1\n" in engine, engine
+        assert "policy: one at a time" in engine, engine
+        error = 100 * result.analysis.figures["ttft_p50_error_50"]
+        errors.append(round(error, 1))
+        if abs(error) <= TWIN_TOLERANCE_PCT:
+            break
+    with capsys.disabled():
+        print(f"\ntwin on llama.cpp: predicted - measured TTFT P50 at 50% of capacity, per attempt: {errors} %")
+    assert abs(errors[-1]) <= TWIN_TOLERANCE_PCT, errors

@@ -77,7 +77,7 @@ FULL = ProbePlan(
 )
 QUICK = ProbePlan(
     lengths=(64, 300, 600, 1000),
-    repeats=2,
+    repeats=3,
     ladder=(1, 2, 4, 8, 16, 32),
     long_ladder=(1, 4),
     short_prompt=32,
@@ -202,6 +202,9 @@ async def probe_server(
         warm = await probe.one(probe.prepare(plan.short_prompt, 2))
         if warm.status != "ok":
             raise UserError(f"the server refused the probe's first request: {warm.error or warm.status}")
+        # and once at the longest length, unmeasured: a server's first long prompt sizes its buffers (llama.cpp's
+        # first 256-token prefill after an idle spell ran 25% slower than the next on two cores)
+        await probe.one(probe.prepare(max(plan.lengths), 2))
         # isolated prompts: every length once, then again, so a cut by the budget still leaves each length measured
         ttfts: dict[int, list[float]] = {}
         for rep in range(plan.repeats):

@@ -138,7 +138,8 @@ class Lab:
 
     def endpoint(self) -> tuple[str, dict[str, Any], str]:
         """The target for work that is not a run (a calibration probe): its URL, SUT declaration and /metrics base."""
-        return self._target(self.config(), fresh=False)
+        # a URL target needs no load to be reached (a run configuration without one does not validate)
+        return self._target(self.base if self.base.target.url is not None else self.config(), fresh=False)
 
     def run(self, key: str, label: str, cfg: RunConfig, fresh: bool = False) -> Run:
         """The run named `key`: reused when its directory holds a finished run, else measured now.  `fresh` restarts
