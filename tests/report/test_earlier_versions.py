@@ -112,6 +112,9 @@ def test_a_new_sim_run_writes_the_current_contracts_with_the_keys_of_v1(tmp_path
     doc = orjson.loads((out / "summary.json").read_bytes())
     assert parse_summary(doc, "summary.json").model_dump(mode="json") == doc
     assert doc.pop("schema_version") == SUMMARY_SCHEMA
+    # multi-bin dynamic batching's section 9.4 figures came later: a batch's decode step is beta h(b), above beta
+    added = {k: doc["sim"].pop(k) for k in ("decode_step_time_ms", "seconds_per_generated_token")}
+    assert 5.742 <= added["decode_step_time_ms"] < 5.742 * 1.316 and 0 < added["seconds_per_generated_token"] < 1
     assert key_sets(doc) == key_sets(fixture_summary("v1-sim"))
 
 

@@ -269,6 +269,8 @@ class Energy(Block):
 class Sim(Block):
     """The simulator's own metrics (seeds/004 section 9)."""
 
+    OPTIONAL = frozenset({"decode_step_time_ms", "seconds_per_generated_token"})  # added after summary v2's keys
+
     scheduler: str
     engines: int
     latency_model: str
@@ -286,7 +288,7 @@ class Sim(Block):
     rejected: int
     peak_kv_usage: float
     makespan_s: float
-    # multi-bin dynamic batching's section 9.4: None in summaries written before they were added
+    # multi-bin dynamic batching's section 9.4: absent from summaries written before they were added
     decode_step_time_ms: float | None = None  # mean time of a decode iteration
     seconds_per_generated_token: float | None = None  # engine busy time per output token
 
