@@ -173,7 +173,10 @@ def test_a_section_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
     "text, keys",
     [
         ("emulator: {faults: [{kind: http_429, foo: 1}]}", "kind, share, at, stall_s, retry_after_s"),
-        ("emulator: {engine: {scheduler: {name: multi_bin_dynamic, foo: 1}}}", "name, b_min, b_max, .*learn_requests, controller"),
+        (
+            "emulator: {engine: {scheduler: {name: multi_bin_dynamic, foo: 1}}}",
+            "name, b_min, b_max, .*learn_requests, controller",
+        ),
         ("emulator: {engine: {scheduler: {name: priority, foo: 1}}}", "name, max_num_seqs, max_batched_tokens"),
     ],
 )
