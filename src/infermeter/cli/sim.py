@@ -217,14 +217,17 @@ def sim_sweep(
     base = _engine_config("multi_bin_dynamic", 4, bin_key, None, None, 0.0, sla_token_ms, sla_request_s, None)
     cache: dict[tuple[int, float], object] = {}
 
+    def arrivals(factor: float) -> tuple[float | None, float | None]:
+        """A level's (trace compression, synthetic rate): its scaling of --rps-scale / --rate, or of BurstGPT's."""
+        if trace is not None:
+            return (single or 1.0) * factor, None
+        return None, (single or BURSTGPT_RATE) * factor
+
     def make_at(n: int, factor: float):  # type: ignore[no-untyped-def]
-        """n requests of the workload at a level's scaling (custom: --rate or --rps-scale as given)."""
+        """n requests of the workload at a level's scaling."""
         if (n, factor) not in cache:
-            if trace is not None:
-                scale, r = (single or 1.0) * factor, None
-            else:
-                scale, r = 1.0, (single or BURSTGPT_RATE) * factor
-            cache[(n, factor)] = workload_requests(n, seed, workload, trace, scale, r, arrival, burstiness)[0]
+            scale, r = arrivals(factor)
+            cache[(n, factor)] = workload_requests(n, seed, workload, trace, scale or 1.0, r, arrival, burstiness)[0]
         return cache[(n, factor)]
 
     make_at(max(counts), next(iter(scales.values())))  # a bad trace or workload is refused before anything is made
@@ -242,12 +245,11 @@ def sim_sweep(
         raise UserError(f"--out {out} is a file: choose a directory for the sweep")
     places = {name: out if len(scales) == 1 else out / name for name in scales}
     for name, factor in scales.items():  # every level's directory is claimed before anything runs
-        level_settings = {**settings, "rps_scale": (single or 1.0) * factor if trace else None}
-        level_settings["rate"] = None if trace else (single or BURSTGPT_RATE) * factor
+        scale, r = arrivals(factor)
         if step != "hypotheses":
-            claim_sweep_dir(places[name], level_settings)
+            claim_sweep_dir(places[name], {**settings, "rps_scale": scale, "rate": r})
     with Progress(console=err) as bar:
-        for name, factor in scales.items():
+        for name, factor in scales.items() if step != "hypotheses" else ():
             make = lambda n, f=factor: make_at(n, f)  # noqa: E731
             _sweep_level(places[name], name, step, counts, gpus, bins, base, make, seed, bar)
         if step in ("hypotheses", "all"):
@@ -281,8 +283,7 @@ def _sweep_level(out, level, step, counts, gpus, bins, base, make, seed, bar) ->
             for r in rows
         ]
         print(grid(header, body, f"Step 2: method comparison ({level} load)"))
-    if step != "hypotheses":
-        print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
+    print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
 
 
 def _hypotheses(out, scales, base, make, seed, bar) -> None:  # type: ignore[no-untyped-def]

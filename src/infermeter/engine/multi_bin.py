@@ -20,6 +20,7 @@ from infermeter.engine.scheduler import EngineLimits
 from infermeter.engine.sla_controller import SlaController
 
 BinKey = Literal["output", "total"]
+Controller = Literal["per_bin", "global"]
 
 
 def equal_mass_edges(values: np.ndarray, k: int) -> list[int]:
@@ -145,7 +146,7 @@ class MultiBinConfig(DynamicConfig):
     )
     bin_b_max: list[int] | None = Field(default=None, description="each bin's B_MAX; unset: learned with the edges")
     learn_requests: int = Field(default=1024, gt=0, description="how many requests the online edges learn from")
-    controller: Literal["per_bin", "global"] = Field(
+    controller: Controller = Field(
         default="per_bin",
         description="an SLA controller per bin (the method), or one shared by all bins (the paper's H2 baseline)",
     )

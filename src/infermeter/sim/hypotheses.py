@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from infermeter.engine.config import EngineConfig
-from infermeter.engine.multi_bin import BinKey, MultiBinConfig
+from infermeter.engine.multi_bin import BinKey, Controller, MultiBinConfig
 from infermeter.sim.experiments import REQUEST_SLA_OK, Experiment, method_config
 from infermeter.sim.run import makespan_of, sim_block, tpot_e2e
 from infermeter.sim.simulator import SimOutcome, simulate
@@ -94,12 +94,18 @@ STATEMENTS = {
 STATIC, NO_BINS = "static_fifo", "dynamic_no_bins"
 
 
-def multi_bin(bin_key: BinKey, controller: str = "per_bin") -> str:
+CONTROLLERS: tuple[Controller, ...] = ("per_bin", "global")
+
+
+def multi_bin(bin_key: BinKey, controller: Controller = "per_bin") -> str:
     return f"multi_bin K={BINS} {controller.replace('_', '-')} ({bin_key})"
 
 
+MULTI_BIN: dict[str, tuple[BinKey, Controller]] = {multi_bin(k, c): (k, c) for k in BIN_KEYS for c in CONTROLLERS}
+
+
 def methods() -> list[str]:
-    return [STATIC, NO_BINS] + [multi_bin(k, c) for k in BIN_KEYS for c in ("per_bin", "global")]
+    return [STATIC, NO_BINS, *MULTI_BIN]
 
 
 def method_engine(base: EngineConfig, method: str, requests: Requests, seed: int) -> EngineConfig:
@@ -108,11 +114,9 @@ def method_engine(base: EngineConfig, method: str, requests: Requests, seed: int
         return method_config(base, Experiment(method, method, len(requests), 1, 1), requests, seed)
     mb = base.scheduler
     assert isinstance(mb, MultiBinConfig)
-    key: BinKey = "output" if "(output)" in method else "total"
-    keyed = base.model_copy(update={"scheduler": mb.model_copy(update={"bin_key": key})})
-    cfg = method_config(keyed, Experiment(method, "multi_bin_dynamic", len(requests), 1, BINS), requests, seed)
-    controller = "global" if " global " in method else "per_bin"
-    return cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"controller": controller})})
+    key, controller = MULTI_BIN[method]
+    keyed = base.model_copy(update={"scheduler": mb.model_copy(update={"bin_key": key, "controller": controller})})
+    return method_config(keyed, Experiment(method, "multi_bin_dynamic", len(requests), 1, BINS), requests, seed)
 
 
 def measure(out: SimOutcome, method: str) -> MethodResult:

@@ -111,16 +111,14 @@ def simulate(
             return
         steps += 1
         batch_sum += step.batch_size
-        if step.plan is None:  # a batch run to completion: its longest member sets its length
-            longest = max((r.output for r in step.reqs), default=0)
-            max_out_sum += longest
+        longest = max((r.output for r in step.reqs), default=0)
+        max_out_sum += longest
+        if step.plan is None:  # a batch run to completion: its longest member's tokens after the first
             decode_steps += max(longest - 1, 0)
             decode_time += max(longest - 1, 0) * (step.interval[0] if step.interval else 0.0)
-        else:
-            max_out_sum += max((r.output for r in step.reqs), default=0)
-            if not step.plan.prefill:
-                decode_steps += 1
-                decode_time += step.duration
+        elif not step.plan.prefill:
+            decode_steps += 1
+            decode_time += step.duration
         heapq.heappush(heap, (step.end, engine.engine_id, steps))
 
     def record(step: Step) -> None:
