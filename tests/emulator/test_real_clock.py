@@ -77,8 +77,8 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline():
     """Requests submitted at Poisson times straight to the engine (no HTTP): every token comes at the time the
     simulator gives it for the same arrivals or just after it, never before (a step starts where the last one
     ended, or when its work arrived, and takes only what had arrived by then); the delay's median is a fraction of
-    a millisecond and does not grow over the run (a timeline restarted whenever the event loop woke up would add
-    every timer's overshoot, step after step)."""
+    a millisecond (plus the machine's noise allowance) and does not grow from token to token (a timeline
+    restarted whenever the event loop woke up would add every timer's overshoot, step after step)."""
     reqs = generate(SHORT, 60, SEED)
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
@@ -89,17 +89,19 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline():
         submitted, emitted = result
         reqs.arrival_s = submitted  # the simulator gets the arrivals the engine saw
         sim = simulated_times(reqs)
-        delay = np.concatenate([e - s for e, s in zip(emitted, sim, strict=True)]) * 1e3
-        when = np.concatenate(sim)
-        early = np.median(delay[when < np.quantile(when, 1 / 3)])
-        late = np.median(delay[when > np.quantile(when, 2 / 3)])
+        per_request = [(e - s) * 1e3 for e, s in zip(emitted, sim, strict=True)]
+        delay = np.concatenate(per_request)
+        # how much later each token is than the one before it of the same request: a timeline restarted at every
+        # wake-up adds the timer's overshoot each step (~0.4 ms); a host stall past MAX_LAG_S moves the timeline
+        # once, which a median of these steps does not see
+        growth = float(np.median(np.concatenate([np.diff(d) for d in per_request if len(d) > 1])))
         summary = (
-            f"token delay ms: min {delay.min():.4f}, median {np.median(delay):.3f}, first third of the run "
-            f"{early:.3f}, last third {late:.3f}"
+            f"token delay ms: min {delay.min():.4f}, median {np.median(delay):.3f}, median growth per token "
+            f"{growth:.4f}; {noise.describe()}"
         )
         assert delay.min() > -1e-3, summary  # never before its time (a microsecond of float rounding)
-        assert np.median(delay) < 0.5, summary
-        assert abs(late - early) < 0.3, summary
+        assert np.median(delay) < 0.5 + noise.allowance_s * 1e3, summary
+        assert abs(growth) < 0.1, summary
 
     measured(measure, check)
 
