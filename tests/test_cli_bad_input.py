@@ -433,6 +433,8 @@ KINDS: dict[str, Kind] = {
     **dict.fromkeys(("isolated_requests", "prefix_tokens", "prefixes", "repeat"), integer()),
     **dict.fromkeys(("levels", "pp", "tg", "loads"), INT_LIST),
     "max_prompt": integer(),
+    "workers": integer(),
+    "cluster": Kind(bad("", "nohost", "http://h:8786", "tcp://h", "tcp://h:0", "h:99999", "tcp://:8786")),
     "engine": ENGINE_CONFIG,
     "set_": Kind(bad("x", "=1", "x=", "nosuch=1", "max_num_seqs=-1", "scheduler=zzz", "iteration_model.fixed=abc")),
     **dict.fromkeys(("url_disabled", "url_enabled", "url_baseline", "url_input_filter"), URL),

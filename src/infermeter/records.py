@@ -381,10 +381,18 @@ def _unrecorded(run_dir: Path, table: pa.Table) -> pa.Table:
     path = run_dir / LEDGER
     if not path.is_file():
         return table.slice(0, 0)
+    return records_to_table(unrecorded(read_ledger(path), set(table.column("request_id").to_pylist())))
+
+
+def read_ledger(path: Path) -> np.ndarray:
+    """A ledger's complete entries (LEDGER_DTYPE), a torn last one dropped."""
     raw = path.read_bytes()
-    sent = np.frombuffer(raw[: len(raw) - len(raw) % LEDGER_DTYPE.itemsize], dtype=LEDGER_DTYPE)
-    have = set(table.column("request_id").to_pylist())
-    lost = [
+    return np.frombuffer(raw[: len(raw) - len(raw) % LEDGER_DTYPE.itemsize], dtype=LEDGER_DTYPE)
+
+
+def unrecorded(sent: np.ndarray, have: set[int], who: str = "the client process") -> list[RequestRecord]:
+    """A "cancelled: outcome not recorded" record for every ledger entry whose request has no record in `have`."""
+    return [
         RequestRecord(
             request_id=int(e["request_id"]),
             input_tokens=int(e["input_tokens"]),
@@ -393,14 +401,13 @@ def _unrecorded(run_dir: Path, table: pa.Table) -> pa.Table:
             status="cancelled",
             error=failure(
                 NOT_RECORDED,
-                f"sent at {float(e['scheduled_at']):.3f} s; the client process ended (killed or crashed) before "
-                "this request's record was written",
+                f"sent at {float(e['scheduled_at']):.3f} s; {who} ended (killed or crashed) before this request's "
+                "record was written",
             ),
         )
         for e in sent
         if int(e["request_id"]) not in have
     ]
-    return records_to_table(lost)
 
 
 def write_records(run_dir: Path, info: RunInfo, records: list[RequestRecord] | pa.Table) -> pa.Table:
@@ -417,8 +424,9 @@ def write_records(run_dir: Path, info: RunInfo, records: list[RequestRecord] | p
 class RunClock:
     """The run's one monotonic clock: seconds since the run started (time.perf_counter, CLOCK_MONOTONIC)."""
 
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
+    def __init__(self, origin: float | None = None) -> None:
+        """`origin`: the perf_counter value that is the run's 0 (a worker process takes its coordinator's)."""
+        self.t0 = time.perf_counter() if origin is None else origin
 
     def now(self) -> float:
         return time.perf_counter() - self.t0

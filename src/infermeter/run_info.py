@@ -239,6 +239,44 @@ class PromptVerification(Block):
     meaning: str | None = None  # what a mismatch means under the counting option
 
 
+class WorkerClock(Block):
+    """How a worker's clock was placed on the coordinator's (draft 4.7.2): offset = worker - coordinator, from the
+    minimum-round-trip sample; accuracy is half that round trip plus the drift seen between before and after."""
+
+    method: str
+    same_host: bool
+    offset_s: float
+    accuracy_s: float
+    rtt_s_before: float | None = None
+    rtt_s_after: float | None = None
+    drift_s: float | None = None  # offset after the run less offset before (None: not measured after)
+
+
+class WorkerShare(Block):
+    """One worker's share of a distributed run and what became of it."""
+
+    worker: str  # its address
+    host: str
+    requests: int  # dealt to it
+    concurrency: int | None = None  # closed loop: its part of the concurrency
+    sent: int = 0
+    recorded: int = 0
+    not_sent: int = 0
+    not_sent_ids: str = ""  # ranges of request ids, "3-7,12"
+    outcome: str = "finished"  # finished, stopped, or died: why
+    clock: WorkerClock | None = None
+
+
+class Distributed(Block):
+    """A run whose load came from several processes (`--workers N` / `--cluster ADDRESS`), merged into this one."""
+
+    engine: str  # "dask.distributed 2026.8.0"
+    cluster: str  # "LocalCluster, 2 worker processes" or the scheduler's address
+    dealing: str
+    start_at_clock: float | None = None  # the shared start instant, on the coordinator's clock
+    workers: list[WorkerShare] = Field(default_factory=list)
+
+
 class RunInfo(Block):
     """run.json: everything a report must declare about how the records were produced."""
 
@@ -266,6 +304,7 @@ class RunInfo(Block):
     network: Network | None = None
     stream: Stream | None = None
     engine: Engine | None = None
+    distributed: Distributed | None = None
     config: dict[str, Any] | None = None  # the resolved scenario configuration (validated by infermeter.config)
 
 

@@ -82,6 +82,8 @@ def api_key(env: str) -> None:
 
 def finish_run(result) -> None:  # type: ignore[no-untyped-def]
     """Exit with the code that says how the run ended (README, "Exit codes")."""
+    from infermeter.load.stopping import WORKER_LOST
+
     if result.disk_failure is not None:
         raise Stopped(
             f"{result.disk_failure}: the run stopped early; what was recorded is in {result.run_dir} "
@@ -90,6 +92,12 @@ def finish_run(result) -> None:  # type: ignore[no-untyped-def]
         )
     if result.stopped == "interrupted":
         raise Stopped(f"interrupted: what was measured is in {result.run_dir}", ExitCode.INTERRUPTED)
+    if result.stopped == WORKER_LOST:
+        raise Stopped(
+            f"{WORKER_LOST}: its requests not sent are listed in run.json (distributed.workers); what was measured is "
+            f"in {result.run_dir}",
+            ExitCode.INCOMPLETE,
+        )
     if result.stopped == "terminated":
         raise Stopped(f"terminated (SIGTERM): what was measured is in {result.run_dir}", ExitCode.TERMINATED)
     r = result.summary.requests

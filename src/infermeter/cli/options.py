@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 import typer
 
 from infermeter.config import checks
-from infermeter.config.run import Load, Objectives, Target
+from infermeter.config.run import Load, Objectives, Scale, Target
 from infermeter.config.run import Workload as WorkloadSection
 from infermeter.config.section import Flag, Section
 from infermeter.engine.registry import SCHEDULERS
@@ -200,6 +200,8 @@ Arrival = like(Load, "arrival")
 Burstiness = like(Load, "burstiness")
 Warmup = like(Load, "warmup")
 Slo = like(Objectives, "slo")
+Workers = like(Scale, "workers")
+Cluster = like(Scale, "cluster")
 Deadlines = like(Objectives, "deadlines")
 CapacitySlo = Annotated[
     list[str],

@@ -41,8 +41,11 @@ def predict(
     slo: opt.Slo = None,
     seed: opt.Seed = 42,
     out: Annotated[Path, typer.Option(help="run directory to write", parser=opt.out_path)] = Path("runs/predict"),
+    workers: opt.Workers = None,
+    cluster: opt.Cluster = None,
 ) -> None:
-    """The simulator's answer for an engine configuration under a load, in the tables of a live run."""
+    """The simulator's answer for an engine configuration under a load, in the tables of a live run; with
+    --workers / --cluster the simulation runs as a dask task."""
     from rich.progress import Progress
 
     from infermeter.engine.config import load_engine_config
@@ -58,11 +61,24 @@ def predict(
     reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     bounds = parse_slo(slo) if slo else None
     refuse_existing_run(out)
-    with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(f"predicting {cfg.scheduler.name} x {engines}", total=len(reqs))
-        outcome = simulate(
-            reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done), concurrency=concurrency
-        )
+    if workers is not None and cluster is not None:
+        raise UserError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
+    if workers is not None or cluster is not None:
+        from infermeter.distributed.tasks import task_map
+
+        with task_map(workers, cluster) as tasks, err.status(f"predicting {cfg.scheduler.name} x {engines} on dask"):
+            outcome = next(iter(tasks(simulated, [(reqs, cfg, engines, seed, concurrency)])))
+    else:
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task(f"predicting {cfg.scheduler.name} x {engines}", total=len(reqs))
+            outcome = simulate(
+                reqs,
+                cfg,
+                engines,
+                seed,
+                progress=lambda done: bar.update(task, completed=done),
+                concurrency=concurrency,
+            )
     summary = write_sim_run(outcome, out, declaration, seed, slo=bounds, concurrency=concurrency)  # type: ignore[arg-type]
     print(full_report(summary, read_run_info(out)))
     print()
@@ -70,3 +86,11 @@ def predict(
     if set_:
         print(f"\nwhat if: {', '.join(set_)}")
     print(f"\nrun directory: {out}")
+
+
+def simulated(item):  # type: ignore[no-untyped-def]
+    """The simulation of (requests, engine, engines, seed, concurrency): a task on a cluster."""
+    from infermeter.sim import simulate
+
+    reqs, cfg, engines, seed, concurrency = item
+    return simulate(reqs, cfg, engines, seed, concurrency=concurrency)

@@ -21,7 +21,7 @@ from infermeter.cli.app import (
     target,
     trace_length,
 )
-from infermeter.config.run import Disclosures, Load, Monitors, Objectives, Target, Workload
+from infermeter.config.run import Disclosures, Load, Monitors, Objectives, Scale, Target, Workload
 from infermeter.config.scenario import Given
 from infermeter.errors import ExitCode, Stopped, UserError
 from infermeter.records import (
@@ -37,6 +37,7 @@ RUN_PARTS = (
     opt.Part("objectives", Objectives),
     opt.Part("monitors", Monitors),
     opt.Part("disclosures", Disclosures),
+    opt.Part("scale", Scale),
 )
 
 

@@ -200,11 +200,15 @@ def sim_sweep(
     sla_token_ms: opt.SlaTokenMs = 10.0,
     sla_request_s: opt.SlaRequestS = 20.0,
     seed: opt.Seed = 42,
+    workers: opt.Workers = None,
+    cluster: opt.Cluster = None,
 ) -> None:
     """Multi-bin dynamic batching's experiments at its load levels: the grid (requests x GPUs x bins K), the
-    comparison of batching methods (resumable CSVs), and its hypotheses H1-H3 with their verdicts."""
+    comparison of batching methods (resumable CSVs), and its hypotheses H1-H3 with their verdicts; every
+    simulation a dask task with --workers / --cluster (the same CSVs, byte for byte)."""
     from rich.progress import Progress
 
+    from infermeter.distributed.tasks import task_map
     from infermeter.sim.experiments import claim_sweep_dir
 
     counts, gpus, bins = opt.flat(requests), opt.flat(gpus), opt.flat(bins)
@@ -248,26 +252,28 @@ def sim_sweep(
         scale, r = arrivals(factor)
         if step != "hypotheses":
             claim_sweep_dir(places[name], {**settings, "rps_scale": scale, "rate": r})
-    with Progress(console=err) as bar:
+    if workers is not None and cluster is not None:
+        raise UserError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
+    with task_map(workers, cluster) as tasks, Progress(console=err) as bar:
         for name, factor in scales.items() if step != "hypotheses" else ():
             make = lambda n, f=factor: make_at(n, f)  # noqa: E731
-            _sweep_level(places[name], name, step, counts, gpus, bins, base, make, seed, bar)
+            _sweep_level(places[name], name, step, counts, gpus, bins, base, make, seed, bar, tasks)
         if step in ("hypotheses", "all"):
-            _hypotheses(out, scales, base, lambda f: make_at(min(counts), f), seed, bar)
+            _hypotheses(out, scales, base, lambda f: make_at(min(counts), f), seed, bar, tasks)
 
 
-def _sweep_level(out, level, step, counts, gpus, bins, base, make, seed, bar) -> None:  # type: ignore[no-untyped-def]
+def _sweep_level(out, level, step, counts, gpus, bins, base, make, seed, bar, tasks) -> None:  # type: ignore[no-untyped-def]
     """Steps 1 and 2 at one load level, resuming what `out` already holds; prints step 2's table."""
     from infermeter.sim.experiments import STEP1_CSV, STEP2_CSV, read_rows, run_experiments, step1_grid, step2_methods
 
     if step in ("1", "both", "all"):
         plan = step1_grid(counts, gpus, bins)
         task = bar.add_task(f"{level}: step 1, grid search", total=len(plan))
-        run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+        run_experiments(plan, out / STEP1_CSV, base, make, seed, lambda e, skipped: bar.advance(task), tasks)
     if step in ("2", "both", "all"):
         methods = step2_methods(counts, read_rows(out / STEP1_CSV))
         task = bar.add_task(f"{level}: step 2, method comparison", total=len(methods))
-        rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task))
+        rows = run_experiments(methods, out / STEP2_CSV, base, make, seed, lambda e, skipped: bar.advance(task), tasks)
         header = ["experiment", "GPUs", "K", "req/s", "tok/s", "p99 latency", "token SLA viol.", "req SLA viol."]
         body = [
             [
@@ -286,13 +292,13 @@ def _sweep_level(out, level, step, counts, gpus, bins, base, make, seed, bar) ->
     print(f"results: {out / STEP1_CSV}, {out / STEP2_CSV}")
 
 
-def _hypotheses(out, scales, base, make, seed, bar) -> None:  # type: ignore[no-untyped-def]
+def _hypotheses(out, scales, base, make, seed, bar, tasks) -> None:  # type: ignore[no-untyped-def]
     """H1-H3 at every level: hypotheses.json and hypotheses.md in `out`, and the verdicts printed."""
     from infermeter.report.hypotheses import console, markdown
     from infermeter.sim.hypotheses import HYPOTHESES_JSON, HYPOTHESES_MD, methods, run_hypotheses
 
     task = bar.add_task("hypotheses H1-H3", total=len(scales) + len(methods()))
-    report = run_hypotheses(base, scales, make, seed, lambda what: bar.advance(task))
+    report = run_hypotheses(base, scales, make, seed, lambda what: bar.advance(task), tasks)
     out.mkdir(parents=True, exist_ok=True)
     (out / HYPOTHESES_JSON).write_text(report.model_dump_json(indent=2))
     (out / HYPOTHESES_MD).write_text(markdown(report))

@@ -142,6 +142,21 @@ def url(value: Any) -> str:
     return text.rstrip("/")
 
 
+def scheduler_address(value: Any) -> str:
+    """A dask scheduler's address: tcp://host:port (tls:// and inproc:// too), or host:port for tcp."""
+    text = str(value).strip()
+    if "://" not in text:
+        text = "tcp://" + text
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is not None and 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("tcp", "tls", "ws", "wss") or not parts.hostname or not port_ok:
+        raise ValueError(f"expected a dask scheduler address such as tcp://10.0.0.5:8786, got {str(value)!r}")
+    return text
+
+
 def text(value: Any) -> str:
     """Free text that says something: not empty, not only spaces, one line."""
     if not isinstance(value, str) or not value.strip() or "\n" in value:

@@ -151,6 +151,39 @@ class Monitors(Section):
     ] = None
 
 
+MAX_WORKERS = 1024
+
+
+class Scale(Section):
+    """Where the work runs: this process, N local processes, or an existing dask.distributed cluster."""
+
+    title = "scale"
+    workers: Annotated[
+        int | None,
+        Flag(
+            "spread the work over N local processes (a dask.distributed LocalCluster)", checks.integer(1, MAX_WORKERS)
+        ),
+    ] = None
+    cluster: Annotated[
+        str | None,
+        Flag(
+            "run on the dask.distributed cluster whose scheduler is at this address (tcp://host:8786); its workers "
+            "must reach the target",
+            checks.scheduler_address,
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Scale:
+        if self.workers is not None and self.cluster is not None:
+            raise ValueError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
+        return self
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers is not None or self.cluster is not None
+
+
 BOUNDARIES = {"engine": "Model Engine", "gateway": "Application Gateway", "compound": "Compound System"}  # draft 4.1
 
 
@@ -205,6 +238,7 @@ SECTIONS: dict[str, type[Section]] = {
     "objectives": Objectives,
     "monitors": Monitors,
     "disclosures": Disclosures,
+    "scale": Scale,
 }
 
 
@@ -218,6 +252,7 @@ class RunConfig(BaseModel):
     objectives: Objectives = Objectives()
     monitors: Monitors = Monitors()
     disclosures: Disclosures = Disclosures()
+    scale: Scale = Scale()
     emulator: EmulatorConfig | None = None  # the embedded emulator's configuration, when no url is given
 
     @model_validator(mode="after")
@@ -304,5 +339,7 @@ class RunConfig(BaseModel):
             extra_body=t.extra_body,
             ignore_eos=t.ignore_eos,
             disclosed=self.disclosures.declared(),
+            workers=self.scale.workers,
+            cluster=self.scale.cluster,
             scenario=self.model_dump(mode="json"),
         )

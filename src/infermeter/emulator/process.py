@@ -85,7 +85,9 @@ PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:
     """In the child before exec (Linux): SIGTERM when the process that started it dies, even by SIGKILL, so a killed
-    benchmark or suite never leaves an emulator serving."""
+    benchmark or suite never leaves an emulator serving; SIGINT ignored, so a terminal's Ctrl-C, which reaches the
+    whole process group, stops the benchmark (which lets in-flight requests finish) and not the server under it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 

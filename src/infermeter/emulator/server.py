@@ -482,7 +482,10 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     grpc_server = None
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # started with SIGINT ignored (embedded in a benchmark, which stops it with SIGTERM), a terminal's Ctrl-C to the
+    # whole process group leaves it serving the requests the benchmark lets finish
+    keep_ignoring = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    for sig in (signal.SIGTERM,) if keep_ignoring else (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, done.set)
     try:

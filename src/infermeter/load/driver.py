@@ -97,11 +97,13 @@ async def drive(
     lead_s: float = 0.02,
     hard_stop: asyncio.Event | None = None,
     on_send: OnSend | None = None,
+    start_at: float | None = None,
 ) -> None:
     """Send the requests under the pattern; every request that was sent reaches `sink` as exactly one record, a
-    cancelled one included.  `on_send(request, scheduled_at)` is told of each send before it starts."""
+    cancelled one included.  `on_send(request, scheduled_at)` is told of each send before it starts.  The schedule
+    starts `lead_s` from now, or at `start_at` on the client's clock (an instant shared by several processes)."""
     with quiet_gc():
-        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop, on_send)
+        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop, on_send, start_at)
 
 
 async def _drive(
@@ -115,6 +117,7 @@ async def _drive(
     lead_s: float,
     hard_stop: asyncio.Event | None,
     on_send: OnSend | None,
+    start_at: float | None,
 ) -> None:
     stats = stats or LiveStats()
     stop = stop or asyncio.Event()
@@ -132,7 +135,7 @@ async def _drive(
             stats.record(rec)
             sink(rec)
 
-    t_start = clock.now() + lead_s
+    t_start = clock.now() + lead_s if start_at is None else start_at
     if pattern.offsets is not None:
         # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
         # per send, each a trip round the event loop between the timer and the write (worse send lag under load)

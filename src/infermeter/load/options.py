@@ -50,6 +50,8 @@ class RunOptions:
     gpu_price_per_hour: float | None = None
     gpus: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    workers: int | None = None  # send from this many local processes (infermeter.distributed)
+    cluster: str | None = None  # or from the workers of the dask scheduler at this address
     scenario: dict[str, Any] | None = None  # the resolved configuration (config.RunConfig) run.json keeps
 
     @property

@@ -1,4 +1,5 @@
-"""Live progress of a run on stderr (rich): sent, in flight, done, failed, TTFT p50."""
+"""Live progress of a run on stderr (rich): sent, in flight, done, failed, TTFT p50; a line per worker when the
+load comes from several."""
 
 from __future__ import annotations
 
@@ -7,11 +8,29 @@ import asyncio
 from infermeter.load.driver import LiveStats
 
 
-class LiveDisplay:
-    """Rich progress: sent, in flight, done, failed, live TTFT p50."""
+def describe(s: LiveStats) -> str:
+    p50 = s.ttft_p50_ms()
+    return (
+        f"sent {s.sent}  in flight {s.in_flight}  failed {s.failed}  "
+        f"TTFT p50 {'-' if p50 is None else f'{p50:.0f} ms'}"
+        + ("  stopping (Ctrl-C again cancels in-flight)" if s.stopping else "")
+    )
 
-    def __init__(self, stats: LiveStats, total: int, enabled: bool, label: str) -> None:
+
+class LiveDisplay:
+    """Rich progress: sent, in flight, done, failed, live TTFT p50; `workers` (address -> its figures and its share
+    of the requests, filled as they join) each get a line of their own."""
+
+    def __init__(
+        self,
+        stats: LiveStats,
+        total: int,
+        enabled: bool,
+        label: str,
+        workers: dict[str, tuple[LiveStats, int]] | None = None,
+    ) -> None:
         self.stats, self.total, self.enabled, self.label = stats, total, enabled, label
+        self.workers = workers if workers is not None else {}
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> LiveDisplay:
@@ -26,7 +45,7 @@ class LiveDisplay:
 
     async def _loop(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
         cols = (
             TextColumn("{task.description}"),
@@ -37,13 +56,11 @@ class LiveDisplay:
         )
         with Progress(*cols, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(self.label, total=self.total, info="")
+            lines: dict[str, TaskID] = {}
             while True:
-                s = self.stats
-                p50 = s.ttft_p50_ms()
-                info = (
-                    f"sent {s.sent}  in flight {s.in_flight}  failed {s.failed}  "
-                    f"TTFT p50 {'-' if p50 is None else f'{p50:.0f} ms'}"
-                    + ("  stopping (Ctrl-C again cancels in-flight)" if s.stopping else "")
-                )
-                bar.update(task, completed=s.done, info=info)
+                bar.update(task, completed=self.stats.done, info=describe(self.stats))
+                for address, (s, share) in list(self.workers.items()):
+                    if address not in lines:
+                        lines[address] = bar.add_task(f"  {address}", total=share, info="")
+                    bar.update(lines[address], completed=s.done, info=describe(s))
                 await asyncio.sleep(0.25)

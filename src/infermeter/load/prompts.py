@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from infermeter.client.backend import Backend
@@ -20,14 +20,19 @@ MAX_DRAWN = 10_000_000  # a generated workload draws as many requests as asked (
 
 
 def prepared(
-    requests: Requests, seed: int, id_base: int = ids.MEASURED, *, prompter: ExactPrompter
+    requests: Requests,
+    seed: int,
+    id_base: int = ids.MEASURED,
+    *,
+    prompter: ExactPrompter,
+    rows: Iterable[int] | None = None,
 ) -> Iterator[PreparedRequest]:
     """Prompts built lazily, one per request, as the driver asks for them: each exactly its workload length under
     the prompter's tokenizer (after its chat template), which is also its reference count.  Ids come from the
-    range at `id_base`."""
+    range at `id_base`; `rows` builds only those requests (a worker's share), each the same as in the whole run."""
     prefixes: dict[int, str] = {}
     raw = ExactPrompter(prompter.tok, chat=False, seed=seed)
-    for i in range(len(requests)):
+    for i in range(len(requests)) if rows is None else (int(r) for r in rows):
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
         if pid >= 0 and pid not in prefixes:

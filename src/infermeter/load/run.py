@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from infermeter.load.monitors import start_monitors, stop_monitors
 from infermeter.load.options import RunOptions, RunResult
 from infermeter.load.progress import LiveDisplay
 from infermeter.load.prompts import prepared, tokenizer_block, verify_prompts, workload_for
-from infermeter.load.stopping import STOP_NOTES, Stopper
+from infermeter.load.stopping import STOP_NOTES, WORKER_LOST, Stopper
 from infermeter.load.warmup import (
     discover_model,
     warm_up,
@@ -38,6 +40,9 @@ from infermeter.run_info import Load, Sut, Warmup, WorkloadDeclaration
 from infermeter.secrets import redact_url
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
+
+if TYPE_CHECKING:
+    from infermeter.distributed.load import ClusterLoad
 
 
 def choose_itl_option(cols: RecordColumns) -> ItlOption:
@@ -94,12 +99,26 @@ async def benchmark(opts: RunOptions) -> RunResult:
         curve = parse_deadlines(opts.deadlines).curve if opts.deadlines else None
         if curve is not None and (why := curve_mismatch(curve, counting)):
             info.notes.append(why)
-        claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
-        info.network = await round_trip(opts.url)
-        with stopper.installed():
-            return await _measure(opts, clock, client, reqs, n, pattern, counting, prompter, info, stopper)
+        with _cluster(opts, cfg) as cluster:  # a cluster that cannot be reached leaves no half-claimed directory
+            claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
+            info.network = await round_trip(opts.url)
+            with stopper.installed():
+                return await _measure(opts, clock, client, reqs, n, pattern, counting, prompter, info, stopper, cluster)
     finally:
         await client.close()
+
+
+@contextlib.contextmanager
+def _cluster(opts: RunOptions, cfg: ClientConfig) -> Iterator[ClusterLoad | None]:
+    """The workers the load is sent from with --workers / --cluster; None: this process sends it."""
+    if opts.workers is None and opts.cluster is None:
+        yield None
+        return
+    from infermeter.distributed.cluster import cluster_client, describe
+    from infermeter.distributed.load import ClusterLoad
+
+    with cluster_client(opts.workers, opts.cluster) as client:
+        yield ClusterLoad(client, describe(opts.workers, opts.cluster), cfg)
 
 
 async def _counting(opts: RunOptions, cfg: ClientConfig) -> TokenCounting:
@@ -152,8 +171,10 @@ async def _measure(
     prompter: ExactPrompter,
     info: RunInfo,
     stopper: Stopper,
+    cluster: ClusterLoad | None = None,
 ) -> RunResult:
-    """Warm-up, then the measured load into the claimed run directory, then the summary."""
+    """Warm-up, then the measured load into the claimed run directory (sent by this process or by the cluster's
+    workers), then the summary."""
     warm = Warmup(
         done=False,
         cold_start=True,
@@ -168,7 +189,7 @@ async def _measure(
     info.started_at_clock = clock.now()
     requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
     if not stopper.stop.is_set():
-        if pattern.offsets is not None:  # open loop: build every prompt before the clock starts
+        if pattern.offsets is not None and cluster is None:  # open loop: every prompt built before the clock starts
             requests_in = list(requests_in)
         sample = (
             requests_in[:16]
@@ -181,18 +202,31 @@ async def _measure(
     scraper, sampler = await start_monitors(opts, clock, info)
     if stopper.stop.is_set():
         requests_in = []  # stopped during the warm-up: nothing is measured
-    async with LiveDisplay(stats, n, opts.progress, "benchmark"):
-        await drive(
-            client,
-            requests_in,
-            pattern,
-            writer.append,
-            stats,
-            stopper.stop,
-            opts.grace_s,
-            hard_stop=stopper.hard_stop,
-            on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
-        )
+    per_worker: dict[str, tuple[LiveStats, int]] = {}
+    async with LiveDisplay(stats, n, opts.progress, "benchmark", per_worker):
+        if cluster is None:
+            await drive(
+                client,
+                requests_in,
+                pattern,
+                writer.append,
+                stats,
+                stopper.stop,
+                opts.grace_s,
+                hard_stop=stopper.hard_stop,
+                on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
+            )
+        elif not stopper.stop.is_set():
+            from infermeter.distributed.load import drive_on_cluster, worker_notes
+
+            info.distributed = await drive_on_cluster(
+                cluster, backend=opts.backend, reqs=reqs, seed=opts.seed, prompter=prompter,
+                pattern=pattern, grace_s=opts.grace_s, clock=clock, info=info, writer=writer, stats=stats,
+                per_worker=per_worker, stop=stopper.stop, hard_stop=stopper.hard_stop,
+            )  # fmt: skip
+            info.notes.extend(worker_notes(info.distributed))
+            if any(w.outcome.startswith(("died", "failed")) for w in info.distributed.workers):
+                stopper.reason = stopper.reason or WORKER_LOST
     await client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
     table = writer.close()
     cols = RecordColumns.from_table(table, counting.method)
@@ -230,4 +264,9 @@ def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:
         text = f"open-loop replay of {opts.trace.name}'s arrival times, compressed x{opts.rps_scale:g}"
     else:
         text = f"closed-loop concurrency {opts.concurrency}" + (", simultaneous start" if opts.barrier else "")
-    return text + (f", {opts.duration:g} s" if opts.duration else "")
+    text += f", {opts.duration:g} s" if opts.duration else ""
+    if opts.workers is not None or opts.cluster is not None:
+        from infermeter.distributed.cluster import describe
+
+        text += f", sent from {describe(opts.workers, opts.cluster)} (dask.distributed)"
+    return text

@@ -45,6 +45,8 @@ class Stopper:
                     signal.signal(sig, previous)
 
 
+WORKER_LOST = "a worker died"  # a distributed run lost a worker: what it sent is accounted for, the rest not sent
+
 STOP_NOTES = {
     "interrupted": "run stopped by Ctrl-C (SIGINT) after {sent} of {n} requests were sent",
     "terminated": "run stopped by SIGTERM after {sent} of {n} requests were sent; requests in flight were cancelled",

@@ -6,9 +6,10 @@ written, so an interrupted sweep resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from infermeter import resumable
+from infermeter.distributed.tasks import TaskMap, local_map
 from infermeter.engine.batching import DynamicNoBinsConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.multi_bin import MultiBinConfig, workload_bins
@@ -52,8 +54,9 @@ COLUMNS = [
     "avg_batch_size",
     "avg_queueing_delay_s",
     "preemptions",
-    "wall_s",
 ]
+TIMING_SUFFIX = ".wall_s.csv"  # beside each results CSV: seconds each experiment took (not in the results, which
+# depend only on the sweep's settings and are byte-identical however and wherever they were computed)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Experiment:
     bins: int
 
 
-def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, Any]:
+def experiment_row(exp: Experiment, out: SimOutcome) -> dict[str, Any]:
     block = sim_block(out)
     n = len(out.requests)
     arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
@@ -93,7 +96,6 @@ def experiment_row(exp: Experiment, out: SimOutcome, wall: float) -> dict[str, A
         "avg_batch_size": block.avg_batch_size,
         "avg_queueing_delay_s": queueing / 1000 if queueing is not None else np.nan,
         "preemptions": block.preemptions,
-        "wall_s": wall,
     }
 
 
@@ -127,29 +129,56 @@ def run_experiments(
     workload: Callable[[int], Requests],
     seed: int,
     on_done: Callable[[Experiment, bool], None] | None = None,
+    tasks: TaskMap = local_map,
 ) -> list[dict[str, str]]:
-    """Run what the CSV does not hold yet, appending a row after each experiment; returns all rows."""
+    """Run what the CSV does not hold yet (as `tasks` runs them), appending rows in the plan's order; returns all
+    rows.  Each experiment's wall-clock seconds go to the CSV's timing file beside it."""
     done = {row["experiment"] for row in read_rows(csv_path)}
     csv_path.parent.mkdir(parents=True, exist_ok=True)
-    new_file = not csv_path.is_file()
-    with csv_path.open("a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        if new_file:
-            writer.writeheader()
-        for exp in experiments:
-            if exp.name in done:
-                if on_done:
-                    on_done(exp, True)
-                continue
-            requests = workload(exp.requests)
-            config = method_config(base, exp, requests, seed)
-            t0 = time.perf_counter()
-            out = simulate(requests, config, exp.gpus, seed)
-            writer.writerow(experiment_row(exp, out, time.perf_counter() - t0))
-            fh.flush()  # one complete line per experiment, so a kill loses at most the one running
+    plan = list(experiments)
+    for exp in plan:
+        if exp.name in done and on_done:
+            on_done(exp, True)
+    todo = [(exp, workload(exp.requests), base, seed) for exp in plan if exp.name not in done]
+    timing = csv_path.with_name(csv_path.name.removesuffix(".csv") + TIMING_SUFFIX)
+    with _appender(csv_path, COLUMNS) as rows, _appender(timing, ["experiment", "wall_s"]) as walls:
+        for (exp, *_), (row, wall) in zip(todo, tasks(simulate_experiment, todo), strict=True):
+            rows(row)  # one complete line per experiment, so a kill loses at most those running
+            walls({"experiment": exp.name, "wall_s": wall})
             if on_done:
                 on_done(exp, False)
     return read_rows(csv_path)
+
+
+def simulate_experiment(item: tuple[Experiment, Requests, EngineConfig, int]) -> tuple[dict[str, Any], float]:
+    """One experiment's row and the seconds it took (a task of its own on a cluster)."""
+    exp, requests, base, seed = item
+    config = method_config(base, exp, requests, seed)
+    t0 = time.perf_counter()
+    out = simulate(requests, config, exp.gpus, seed)
+    return experiment_row(exp, out), time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _appender(path: Path, columns: list[str]) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """Append rows to a CSV, flushed one by one, under the header it already has (a sweep begun by an earlier
+    version keeps its columns)."""
+    new_file = not path.is_file() or path.stat().st_size == 0
+    if new_file:
+        header = columns
+    else:
+        with path.open(newline="") as fh:
+            header = next(csv.reader(fh), columns)
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore")
+        if new_file:
+            writer.writeheader()
+
+        def write(row: dict[str, Any]) -> None:
+            writer.writerow(row)
+            fh.flush()
+
+        yield write
 
 
 def method_config(base: EngineConfig, exp: Experiment, requests: Requests, seed: int) -> EngineConfig:

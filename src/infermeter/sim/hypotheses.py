@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from infermeter.distributed.tasks import TaskMap, local_map
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.multi_bin import BinKey, Controller, MultiBinConfig
 from infermeter.sim.experiments import REQUEST_SLA_OK, Experiment, method_config
@@ -261,37 +262,28 @@ def run_hypotheses(
     workload: Callable[[float], Requests],
     seed: int,
     on_done: Callable[[str], None] | None = None,
+    tasks: TaskMap = local_map,
 ) -> HypothesisReport:
     """Run every method at every level (`levels`: name -> scaling factor; `workload(factor)` gives the requests) and
-    search each method's capacities; returns the figures and the verdicts."""
-    cache: dict[float, Requests] = {}
-
-    def requests_at(factor: float) -> Requests:
-        if factor not in cache:
-            cache[factor] = workload(factor)
-        return cache[factor]
-
-    def run(method: str, factor: float) -> tuple[Requests, MethodResult]:
-        reqs = requests_at(factor)
-        return reqs, measure(simulate(reqs, method_engine(base, method, reqs, seed), 1, seed), method)
-
+    search each method's capacities; every method at a level, and every method's search, is a task of `tasks`."""
+    at_level = {name: workload(factor) for name, factor in levels.items()}
+    runs = [(m, at_level[name], base, seed) for name in levels for m in methods()]
+    got = iter(tasks(_method_run, runs))
     results = []
-    for name, factor in levels.items():
-        reqs = requests_at(factor)
-        results.append(
-            LevelResults(level=name, rate_req_s=offered_rate(reqs), methods=[run(m, factor)[1] for m in methods()])
-        )
+    for name in levels:
+        reqs = at_level[name]
+        results.append(LevelResults(level=name, rate_req_s=offered_rate(reqs), methods=[next(got) for _ in methods()]))
         if on_done:
             on_done(f"level {name}")
     caps = []
-    for m in methods():
-        caps.append(capacity(m, lambda f, m=m: run(m, f)))  # type: ignore[misc]
+    for c in tasks(_method_capacity, [(m, workload, base, seed) for m in methods()]):
+        caps.append(c)
         if on_done:
-            on_done(f"capacity of {m}")
+            on_done(f"capacity of {c.method}")
     by_method = {c.method: c for c in caps}
     verdicts = [v for k in BIN_KEYS for level in results for v in judge(level, k, by_method)]
     return HypothesisReport(
-        requests=len(requests_at(next(iter(levels.values())))),
+        requests=len(next(iter(at_level.values()))),
         bins=BINS,
         seed=seed,
         d_sla_token_ms=base.d_sla_token * 1000,
@@ -300,3 +292,20 @@ def run_hypotheses(
         capacities=caps,
         verdicts=verdicts,
     )
+
+
+def _method_run(item: tuple[str, Requests, EngineConfig, int]) -> MethodResult:
+    """One method on one level's requests (a task)."""
+    method, reqs, base, seed = item
+    return measure(simulate(reqs, method_engine(base, method, reqs, seed), 1, seed), method)
+
+
+def _method_capacity(item: tuple[str, Callable[[float], Requests], EngineConfig, int]) -> Capacity:
+    """One method's section 9.4 capacities, its bisections run one after another (a task)."""
+    method, workload, base, seed = item
+
+    def run(factor: float) -> tuple[Requests, MethodResult]:
+        reqs = workload(factor)
+        return reqs, _method_run((method, reqs, base, seed))
+
+    return capacity(method, run)
