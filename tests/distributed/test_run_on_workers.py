@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from infermeter.errors import ExitCode
 from infermeter.load.run import benchmark
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.records import LEDGER, RECORDS, read_run_info
+from tests.timing import Noise, measured
 
 pytest.importorskip("distributed")
 
@@ -55,27 +57,35 @@ def test_two_workers_send_exactly_the_single_process_runs_requests(tmp_path):
     """Same ids, lengths and scheduled times (from the run's first send) as the single-process run; every request
     recorded once; TTFT and ITL P50 agree within noise; run.json names both workers, their shares and zero clock
     offsets (one host)."""
-    with emulator_process(EMU, pin_cpus=True) as emu:
-        one = run(emu.url, tmp_path / "one", None)
-        two = run(emu.url, tmp_path / "two", 2)
-    a, b = np.argsort(one.request_id), np.argsort(two.request_id)
-    assert np.array_equal(one.request_id[a], two.request_id[b])
-    assert len(np.unique(two.request_id)) == 120
-    assert np.array_equal(one.input_tokens[a], two.input_tokens[b])
-    assert np.array_equal(one.max_tokens[a], two.max_tokens[b])
-    s1, s2 = one.scheduled_at[a], two.scheduled_at[b]
-    assert np.allclose(s1 - s1.min(), s2 - s2.min(), atol=1e-9)
-    assert two.ok.all()
-    r1, r2 = summarize(one, "B"), summarize(two, "B")
-    for field in ("ttft_ms", "itl_ms"):
-        p1, p2 = getattr(r1, field).percentile(50), getattr(r2, field).percentile(50)
-        assert abs(p2 - p1) <= 0.25 * p1 + 1.0, (field, p1, p2)
-    block = read_run_info(tmp_path / "two").distributed
-    assert block is not None and len(block.workers) == 2
-    assert [w.requests for w in block.workers] == [60, 60]
-    assert all(w.outcome == "finished" and w.sent == w.recorded == 60 and w.not_sent == 0 for w in block.workers)
-    assert all(w.clock is not None and w.clock.same_host and w.clock.offset_s == 0.0 for w in block.workers)
-    assert read_run_info(tmp_path / "one").distributed is None
+    attempt = iter(range(10))
+
+    def measure() -> tuple[Path, RecordColumns, RecordColumns]:
+        d = tmp_path / f"attempt-{next(attempt)}"
+        with emulator_process(EMU, pin_cpus=True) as emu:
+            return d, run(emu.url, d / "one", None), run(emu.url, d / "two", 2)
+
+    def check(result: tuple[Path, RecordColumns, RecordColumns], noise: Noise) -> None:
+        d, one, two = result
+        a, b = np.argsort(one.request_id), np.argsort(two.request_id)
+        assert np.array_equal(one.request_id[a], two.request_id[b])
+        assert len(np.unique(two.request_id)) == 120
+        assert np.array_equal(one.input_tokens[a], two.input_tokens[b])
+        assert np.array_equal(one.max_tokens[a], two.max_tokens[b])
+        s1, s2 = one.scheduled_at[a], two.scheduled_at[b]
+        assert np.allclose(s1 - s1.min(), s2 - s2.min(), atol=1e-9)
+        assert two.ok.all()
+        r1, r2 = summarize(one, "B"), summarize(two, "B")
+        for field in ("ttft_ms", "itl_ms"):
+            p1, p2 = getattr(r1, field).percentile(50), getattr(r2, field).percentile(50)
+            assert abs(p2 - p1) <= 0.25 * p1 + 1.0 + noise.allowance_s * 1000, (field, p1, p2, noise.describe())
+        block = read_run_info(d / "two").distributed
+        assert block is not None and len(block.workers) == 2
+        assert [w.requests for w in block.workers] == [60, 60]
+        assert all(w.outcome == "finished" and w.sent == w.recorded == 60 and w.not_sent == 0 for w in block.workers)
+        assert all(w.clock is not None and w.clock.same_host and w.clock.offset_s == 0.0 for w in block.workers)
+        assert read_run_info(d / "one").distributed is None
+
+    measured(measure, check)
 
 
 def test_a_closed_loop_divides_its_concurrency_between_the_workers(tmp_path):
@@ -118,22 +128,29 @@ def workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
     ]
 
 
-def test_a_worker_that_dies_leaves_its_unsent_requests_marked_not_sent(tmp_path):
-    """One worker killed mid-run: the run ends with exit 3 and says so; its requests are each recorded (finished,
-    or "cancelled: outcome not recorded" when in flight) or listed as not sent; the other worker finishes."""
-    out = tmp_path / "run"
+def disrupted_run(out: Path, n: int, act: Callable[[subprocess.Popen[bytes], list[psutil.Process]], None]):  # type: ignore[no-untyped-def]
+    """`run --workers 2` of n requests at 30 req/s against an emulator of its own; `act(run, workers)` once the run
+    has sent 30 requests; returns the run's exit code and output, and its worker processes."""
     with emulator_process(EMU) as emu:
-        proc = start_run(emu.url, out, 300, 30.0)
+        proc = start_run(emu.url, out, n, 30.0)
         try:
             wait_for_sends(out, 30, proc)
-            victims = workers_of(proc)
-            assert len(victims) == 2
-            victims[0].kill()
+            workers = workers_of(proc)
+            assert len(workers) == 2
+            act(proc, workers)
             text = proc.communicate(timeout=120)[0].decode()
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == ExitCode.INCOMPLETE, text[-2000:]
+    return proc.returncode, text, workers
+
+
+def test_a_worker_that_dies_leaves_its_unsent_requests_marked_not_sent(tmp_path):
+    """One worker killed mid-run: the run ends with exit 3 and says so; its requests are each recorded (finished,
+    or "cancelled: outcome not recorded" when in flight) or listed as not sent; the other worker finishes."""
+    out = tmp_path / "run"
+    code, text, _ = disrupted_run(out, 300, lambda proc, workers: workers[0].kill())
+    assert code == ExitCode.INCOMPLETE, text[-2000:]
     assert "a worker died" in text
     info = read_run_info(out)
     block = info.distributed
@@ -143,10 +160,11 @@ def test_a_worker_that_dies_leaves_its_unsent_requests_marked_not_sent(tmp_path)
     assert any(w.outcome == "finished" and w.sent == 150 for w in block.workers)
     w = dead[0]
     assert 0 < w.sent < 150 and w.not_sent == 150 - w.sent and w.recorded == w.sent
-    listed = sum(len(range(*_bounds(part))) for part in w.not_sent_ids.split(","))
-    assert listed == w.not_sent
+    not_sent = [i for part in w.not_sent_ids.split(",") for i in range(*_bounds(part))]
+    assert len(not_sent) == w.not_sent
     records = pq.read_table(out / RECORDS).to_pydict()
     assert len(records["request_id"]) == len(set(records["request_id"])) == sum(x.sent for x in block.workers)
+    assert sorted(records["request_id"] + not_sent) == list(range(300))  # every request recorded or listed
     assert any(f"{w.not_sent} of its 150 requests were not sent" in note for note in info.notes)
 
 
@@ -161,17 +179,8 @@ def test_ctrl_c_to_the_process_group_stops_every_worker_and_keeps_what_was_measu
     """SIGINT to the whole group (a terminal's Ctrl-C): exit 130; both workers stopped, none died; every request
     sent has its record, in-flight ones finished; the rest are listed as not sent; no worker process is left."""
     out = tmp_path / "run"
-    with emulator_process(EMU) as emu:
-        proc = start_run(emu.url, out, 400, 30.0)
-        try:
-            wait_for_sends(out, 30, proc)
-            workers = workers_of(proc)
-            os.killpg(proc.pid, signal.SIGINT)
-            text = proc.communicate(timeout=120)[0].decode()
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == ExitCode.INTERRUPTED, text[-2000:]
+    code, text, workers = disrupted_run(out, 400, lambda proc, workers: os.killpg(proc.pid, signal.SIGINT))
+    assert code == ExitCode.INTERRUPTED, text[-2000:]
     info = read_run_info(out)
     assert info.stopped == "interrupted"
     block = info.distributed
