@@ -63,3 +63,21 @@ def test_workers_and_cluster_together_are_refused(tmp_path):
     assert p.returncode == 2 and "--workers" in p.stderr, p.stderr
     p = infermeter("run", "--cluster", "not an address", "--out", tmp_path / "r")
     assert p.returncode == 2 and "dask scheduler address" in p.stderr, p.stderr
+
+
+def test_a_suite_on_workers_sends_its_runs_from_them_and_simulates_as_tasks(tmp_path):
+    """`test twin --workers 2`: its measured run comes from both workers, merged; its predictions (dask tasks)
+    are written beside it; the suite's settings do not hold where it ran, so it resumes without the option."""
+    import json
+
+    args = ["test", "twin", "--quick", "--loads", "50", "--requests", "60", "--out", tmp_path / "twin"]
+    p = infermeter(*args, "--workers", "2", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads((tmp_path / "twin" / "runs" / "load-50pct" / "run.json").read_text())
+    assert [w["outcome"] for w in run["distributed"]["workers"]] == ["finished", "finished"]
+    assert sum(w["recorded"] for w in run["distributed"]["workers"]) == 60
+    predicted = json.loads((tmp_path / "twin" / "predicted" / "load-50pct" / "run.json").read_text())
+    assert predicted["kind"] == "simulated" and predicted["load"]["requests"] == 60
+    p = infermeter(*args, "--no-progress")
+    said = " ".join(p.stderr.split())  # rich wraps its lines
+    assert p.returncode == 0 and "finished runs are reused" in said and "req/s: reused" in said, said[-2000:]

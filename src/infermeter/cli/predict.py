@@ -52,7 +52,7 @@ def predict(
     from infermeter.metrics.goodput import parse_slo
     from infermeter.records import read_run_info
     from infermeter.report.console import full_report, sim_table
-    from infermeter.sim import simulate, write_sim_run
+    from infermeter.sim import SimTask, simulate, simulate_task, write_sim_run
     from infermeter.sim.predict import apply_settings
 
     if (rate is None) == (concurrency is None):
@@ -67,7 +67,7 @@ def predict(
         from infermeter.distributed.tasks import task_map
 
         with task_map(workers, cluster) as tasks, err.status(f"predicting {cfg.scheduler.name} x {engines} on dask"):
-            outcome = next(iter(tasks(simulated, [(reqs, cfg, engines, seed, concurrency)])))
+            outcome = next(iter(tasks(simulate_task, [SimTask(reqs, cfg, engines, seed, concurrency)])))
     else:
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task(f"predicting {cfg.scheduler.name} x {engines}", total=len(reqs))
@@ -86,11 +86,3 @@ def predict(
     if set_:
         print(f"\nwhat if: {', '.join(set_)}")
     print(f"\nrun directory: {out}")
-
-
-def simulated(item):  # type: ignore[no-untyped-def]
-    """The simulation of (requests, engine, engines, seed, concurrency): a task on a cluster."""
-    from infermeter.sim import simulate
-
-    reqs, cfg, engines, seed, concurrency = item
-    return simulate(reqs, cfg, engines, seed, concurrency=concurrency)

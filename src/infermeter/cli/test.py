@@ -12,7 +12,7 @@ import typer
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import api_key, app, err
-from infermeter.config.run import Disclosures, Load, Monitors, Target, Workload
+from infermeter.config.run import Disclosures, Load, Monitors, Scale, Target, Workload
 from infermeter.config.scenario import Given
 from infermeter.suites.registry import SUITES, get_suite
 
@@ -90,7 +90,7 @@ def run_test(
         "suite": name,
         "quick": quick,
         "params": params.model_dump(mode="json"),
-        "config": base.model_dump(mode="json"),
+        "config": base.model_dump(mode="json", exclude={"scale"}),  # where it runs does not change what it measures
         "emulator": emulator.model_dump(mode="json") if emulator is not None else None,
     }
     if claim_suite_dir(out, settings, f"'{name}' test"):
@@ -117,6 +117,7 @@ def _command(name: str) -> None:
         opt.Part("load", Load, only=("warmup",), help={"warmup": "auto, N requests, or off (per run)"}),
         opt.Part("monitors", Monitors),
         opt.Part("disclosures", Disclosures),
+        opt.Part("scale", Scale),
         opt.Part("suite", suite.params),
     )
 

@@ -211,3 +211,18 @@ def simulate(
         predicted=predicted,
         sent=sent,
     )
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """One simulation, as a task that may run in another process (`infermeter.distributed.tasks`)."""
+
+    requests: Requests
+    config: EngineConfig
+    engines: int = 1
+    seed: int = 0
+    concurrency: int | None = None
+
+
+def simulate_task(task: SimTask) -> SimOutcome:
+    return simulate(task.requests, task.config, task.engines, task.seed, concurrency=task.concurrency)

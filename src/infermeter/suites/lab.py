@@ -112,6 +112,12 @@ class Lab:
             path.write_text(text)
         return str(path.resolve())
 
+    def simulations(self):  # type: ignore[no-untyped-def]
+        """A TaskMap for the suite's simulations: dask tasks with --workers / --cluster, else this process."""
+        from infermeter.distributed.tasks import task_map
+
+        return task_map(self.base.scale.workers, self.base.scale.cluster)
+
     def config(
         self,
         *,

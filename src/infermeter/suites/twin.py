@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -25,6 +25,9 @@ from infermeter.suites.charts import COLORS
 from infermeter.suites.common import requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
+
+if TYPE_CHECKING:
+    from infermeter.sim.simulator import SimOutcome, SimTask
 
 ENGINE_FILE = "engine.yaml"
 PREDICTED = "predicted"
@@ -113,21 +116,25 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
     return engine
 
 
-def predicted_capacity(engine: EngineConfig, params: TwinParams, seed: int) -> float:
-    """Completed requests per second when the whole workload arrives at once: the most the model can carry."""
-    from infermeter.sim import simulate
+def capacity_task(engine: EngineConfig, params: TwinParams, seed: int) -> SimTask:
+    """The simulation behind the predicted capacity: the whole workload arriving at once."""
+    from infermeter.sim import SimTask
     from infermeter.workload.build import build_requests
 
     f = workload_fields(params)
     reqs, _ = build_requests(max(params.requests, 200), seed, f.get("workload"), f.get("input_tokens"),
                              f.get("output_tokens"))  # fmt: skip
-    out = simulate(reqs, engine, 1, seed)
+    return SimTask(reqs, engine, 1, seed)
+
+
+def predicted_capacity(out: SimOutcome) -> float:
+    """Completed requests per second when the whole workload arrives at once: the most the model can carry."""
     return float(out.served().sum() / out.end_time) if out.end_time > 0 else 0.0
 
 
-def predict(lab: Lab, engine: EngineConfig, params: TwinParams, key: str, rate: float, seed: int) -> Summary:
-    """The simulator's run of the requests a live run at `rate` sends, written beside the measured runs."""
-    from infermeter.sim import simulate, write_sim_run
+def prediction_task(engine: EngineConfig, params: TwinParams, rate: float, seed: int) -> tuple[SimTask, dict[str, Any]]:
+    """The simulation of the requests a live run at `rate` sends, and their workload declaration."""
+    from infermeter.sim import SimTask
     from infermeter.workload.build import arrival_spec, build_requests
 
     f = workload_fields(params)
@@ -135,12 +142,19 @@ def predict(lab: Lab, engine: EngineConfig, params: TwinParams, key: str, rate: 
         params.requests, seed, f.get("workload"), f.get("input_tokens"), f.get("output_tokens"),
         arrivals=arrival_spec("poisson", rate, 1.0),
     )  # fmt: skip
+    return SimTask(reqs, engine, 1, seed), declaration
+
+
+def write_prediction(lab: Lab, key: str, out: SimOutcome, declaration: dict[str, Any], seed: int) -> Summary:
+    """A prediction's run directory, written beside the measured runs."""
+    from infermeter.sim import write_sim_run
+
     run_dir = lab.out / PREDICTED / key
     if run_dir.exists():
         import shutil
 
         shutil.rmtree(run_dir)
-    return write_sim_run(simulate(reqs, engine, 1, seed), run_dir, declaration, seed)
+    return write_sim_run(out, run_dir, declaration, seed)
 
 
 class TwinSuite:
@@ -155,17 +169,22 @@ class TwinSuite:
         return EmulatorConfig()
 
     def procedure(self, lab: Lab, params: TwinParams) -> Measured:
+        from infermeter.sim import simulate_task
+
         engine = calibrated_engine(lab, params)
         seed = lab.base.workload.seed
-        capacity = predicted_capacity(engine, params, seed)
-        points = []
         loads = sorted(set(checks.flat(params.loads) if isinstance(params.loads[0], list) else params.loads))
-        for i, pct in enumerate(loads):
-            rate = float(f"{capacity * pct / 100:.4g}")
-            key = f"load-{pct}pct"
+        with lab.simulations() as tasks:  # dask tasks with --workers / --cluster
+            capacity = predicted_capacity(next(iter(tasks(simulate_task, [capacity_task(engine, params, seed)]))))
+            rates = [float(f"{capacity * pct / 100:.4g}") for pct in loads]
             # each load its own seed: other prompts, so a server's prefix cache holds none of an earlier load's
+            planned = [prediction_task(engine, params, rate, seed + i) for i, rate in enumerate(rates)]
+            outcomes = list(tasks(simulate_task, [task for task, _ in planned]))
+        points = []
+        for i, (pct, rate, outcome, (_, declaration)) in enumerate(zip(loads, rates, outcomes, planned, strict=True)):
+            key = f"load-{pct}pct"
             run_seed = seed + i
-            predicted = predict(lab, engine, params, key, rate, run_seed)
+            predicted = write_prediction(lab, key, outcome, declaration, run_seed)
             work = {**workload_fields(params), "seed": run_seed}
             cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
             run = lab.run(key, f"{pct}% of the predicted capacity: {rate:g} req/s", cfg)
