@@ -49,7 +49,7 @@ def run(
     opts = cfg.options(out, progress=False)
     opts.url, opts.sut, opts.metrics_url = url, sut_declaration(EMU), url
     result = uvloop.run(benchmark(opts))
-    assert result.stopped is None, result.stopped
+    assert result.stopped is None, (result.stopped, read_run_info(out).notes)
     return RecordColumns.of_run(out, read_run_info(out))
 
 
@@ -93,13 +93,17 @@ def test_a_closed_loop_divides_its_concurrency_between_the_workers(tmp_path):
     once; never more than 3 in flight across both workers."""
     with emulator_process(EMU) as emu:
         cols = run(emu.url, tmp_path / "closed", 2, n=30, rate=None, concurrency=3)
-    assert sorted(cols.request_id.tolist()) == list(range(30)) and cols.ok.all()
+    assert sorted(cols.request_id.tolist()) == list(range(30)), cols.request_id
+    assert cols.ok.all(), cols.error
     block = read_run_info(tmp_path / "closed").distributed
     assert block is not None
-    assert [(w.concurrency, w.requests, w.sent) for w in block.workers] == [(2, 20, 20), (1, 10, 10)]
+    shares = [(w.concurrency, w.requests, w.sent, w.outcome) for w in block.workers]
+    assert shares == [(2, 20, 20, "finished"), (1, 10, 10, "finished")], shares
     start, end = cols.submitted_at, cols.tokens.values[cols.tokens.offsets[1:] - 1]  # every reply has tokens
     events = sorted([(t, 1) for t in start] + [(t, -1) for t in end], key=lambda e: (e[0], e[1]))
-    assert max(np.cumsum([e[1] for e in events])) <= 3
+    in_flight = np.cumsum([e[1] for e in events])
+    assert in_flight.max() <= 3, (in_flight.tolist(), events)
+    assert start.min() >= block.start_at_clock  # no worker began before the shared start
 
 
 def start_run(url: str, out: Path, n: int, rate: float) -> subprocess.Popen[bytes]:

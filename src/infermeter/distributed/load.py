@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 POLL_S = 0.25  # how often the coordinator drains its workers
 START_LEAD_S = 0.5  # from the moment every worker is ready to the shared start
+MISSES = 3  # checks in a row a worker may miss (unanswered, or not listed by the scheduler) before it counts as dead
 
 
 @dataclass
@@ -58,6 +59,8 @@ class _Share:
     ready: bool = False
     finished: bool = False
     died: str | None = None
+    misses: int = 0  # drains in a row the worker did not answer
+    absent: int = 0  # checks in a row the scheduler did not list it
     journal: str | None = None
 
 
@@ -197,8 +200,11 @@ def _take(
     for address, got in reports.items():
         share = by_worker[address]
         if isinstance(got, BaseException):
-            share.died = share.died or f"died: the worker stopped answering ({type(got).__name__}: {got})"
+            share.misses += 1  # a worker busy for a moment is not dead: only one that stays silent
+            if share.misses >= MISSES:
+                share.died = share.died or f"died: the worker stopped answering ({type(got).__name__}: {got})"
             continue
+        share.misses = 0
         for rep in got:
             _apply(share, rep, writer, stats)
     stats.sent = sum(len(s.sent) for s in load.shares.values())
@@ -257,7 +263,12 @@ def _check_alive(load: ClusterLoad) -> None:
             killed = type(exc).__name__ == "KilledWorker"
             s.died = "died: its process ended (killed or crashed)" if killed else f"failed: {type(exc).__name__}: {exc}"
         elif s.future.status == "cancelled" or s.worker not in present:
-            s.died = "died: the worker left the cluster"
+            s.absent += 1  # the scheduler's view may lag a moment: only a worker gone for MISSES checks is dead
+            if s.absent >= MISSES:
+                why = "its task was cancelled" if s.future.status == "cancelled" else "it left the cluster"
+                s.died = f"died: {why}"
+        else:
+            s.absent = 0
         if s.died:
             s.future.cancel()
 

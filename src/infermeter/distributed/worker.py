@@ -57,7 +57,7 @@ class Report:
     error: str | None
     sent: bytes  # ledger entries (LEDGER_DTYPE) since the last drain
     records: bytes  # Arrow IPC stream of the records finished since the last drain (empty: none)
-    stats: tuple[int, int, int, float | None]  # sent, done, failed, recent TTFT p50 (ms)
+    stats: tuple[int, int, int]  # sent, done, failed (TTFTs come from the records)
     journal: str | None  # the share's run directory on the worker's disk
 
 
@@ -170,12 +170,18 @@ def drain(run: str, command: str = "") -> list[Report]:
         with state.lock:
             if command:
                 _obey(state, command)
+            s = state.stats  # counters only: its TTFT deque is the share thread's, iterating it here could fail
+            stats = (s.sent, s.done, s.failed)
             records, state.records = state.records, []
             sent, state.sent = state.sent, []
-            s = state.stats
-            stats = (s.sent, s.done, s.failed, s.ttft_p50_ms())
             ready, finished, error, journal = state.ready, state.finished, state.error, state.journal
-        out.append(Report(run, index, ready, finished, error, b"".join(sent), _ipc(records), stats, journal))
+        try:
+            payload = _ipc(records)
+        except Exception:  # never lose what was taken: back in front of what came since, for the next drain
+            with state.lock:
+                state.records[:0], state.sent[:0] = records, sent
+            raise
+        out.append(Report(run, index, ready, finished, error, b"".join(sent), payload, stats, journal))
     return out
 
 

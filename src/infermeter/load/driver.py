@@ -164,7 +164,7 @@ async def _drive(
         deadline = t_start + pattern.duration if pattern.duration is not None else None
 
         async def worker() -> None:
-            if pattern.barrier:
+            if pattern.barrier or start_at is not None:  # a shared start (several processes) waits for its instant
                 await gate.wait()
             for req in queue:
                 now = clock.now()
@@ -177,6 +177,8 @@ async def _drive(
             tasks.add(w)
             w.add_done_callback(tasks.discard)
         await asyncio.sleep(max(t_start - clock.now(), 0))
+        while clock.now() < t_start:  # a timer may fire up to a millisecond early
+            await asyncio.sleep(0)
         gate.set()
         # wait for the workers to run out of requests, or for a stop
         waiter = asyncio.create_task(stop.wait())
