@@ -61,8 +61,6 @@ def predict(
     reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     bounds = parse_slo(slo) if slo else None
     refuse_existing_run(out)
-    if workers is not None and cluster is not None:
-        raise UserError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
     if workers is not None or cluster is not None:
         from infermeter.distributed.tasks import task_map
 

@@ -252,8 +252,6 @@ def sim_sweep(
         scale, r = arrivals(factor)
         if step != "hypotheses":
             claim_sweep_dir(places[name], {**settings, "rps_scale": scale, "rate": r})
-    if workers is not None and cluster is not None:
-        raise UserError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
     with task_map(workers, cluster) as tasks, Progress(console=err) as bar:
         for name, factor in scales.items() if step != "hypotheses" else ():
             make = lambda n, f=factor: make_at(n, f)  # noqa: E731

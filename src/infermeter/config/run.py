@@ -176,7 +176,9 @@ class Scale(Section):
     @model_validator(mode="after")
     def _one_place(self) -> Scale:
         if self.workers is not None and self.cluster is not None:
-            raise ValueError("give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)")
+            from infermeter.distributed.tasks import ONE_PLACE
+
+            raise ValueError(ONE_PLACE)
         return self
 
     @property

@@ -43,7 +43,7 @@ MISSES = 3  # checks in a row a worker may miss (unanswered, or not listed by th
 
 
 @dataclass
-class _Share:
+class Dealt:
     """The coordinator's view of one worker's share."""
 
     worker: str
@@ -71,7 +71,7 @@ class ClusterLoad:
     client: Client
     cluster: str  # how run.json names it
     target: ClientConfig
-    shares: dict[int, _Share] = field(default_factory=dict)
+    shares: dict[int, Dealt] = field(default_factory=dict)
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def workers(self) -> list[str]:
@@ -119,7 +119,7 @@ async def drive_on_cluster(
     dealt = deal(n, len(addresses), pattern.concurrency)
     for k, (d, address, (est, host)) in enumerate(zip(dealt, addresses, measured, strict=False)):
         same = host == me
-        load.shares[k] = _Share(
+        load.shares[k] = Dealt(
             address, host.split("/")[0], same, est if not same else clocks.Estimate(0.0, est.rtt_s),
             np.asarray([ids.request_id(ids.MEASURED, int(i)) for i in d.rows]), d.concurrency,
         )  # fmt: skip
@@ -210,7 +210,7 @@ def _take(
     stats.sent = sum(len(s.sent) for s in load.shares.values())
 
 
-def _apply(share: _Share, rep: Report, writer: RunWriter, stats: LiveStats) -> None:
+def _apply(share: Dealt, rep: Report, writer: RunWriter, stats: LiveStats) -> None:
     share.ready, share.journal = rep.ready, rep.journal
     for e in np.frombuffer(rep.sent, dtype=LEDGER_DTYPE):
         share.sent[int(e["request_id"])] = tuple(e)
@@ -225,7 +225,7 @@ def _apply(share: _Share, rep: Report, writer: RunWriter, stats: LiveStats) -> N
             share.died = f"failed: {rep.error}"
 
 
-def _merge(share: _Share, table: pa.Table, writer: RunWriter, stats: LiveStats) -> None:
+def _merge(share: Dealt, table: pa.Table, writer: RunWriter, stats: LiveStats) -> None:
     """Append records not seen before (a journal read after a death may repeat streamed ones)."""
     rid = table.column("request_id").to_numpy()
     fresh = np.asarray([int(i) not in share.recorded for i in rid], dtype=bool)
@@ -273,7 +273,7 @@ def _check_alive(load: ClusterLoad) -> None:
             s.future.cancel()
 
 
-def _account(share: _Share, writer: RunWriter, after: clocks.Estimate | None, stopped: bool) -> WorkerShare:
+def _account(share: Dealt, writer: RunWriter, after: clocks.Estimate | None, stopped: bool) -> WorkerShare:
     """run.json's line for a share; a dead share's requests accounted for: its journal's records (when this
     process can read it), a "cancelled: outcome not recorded" record for each sent without one, the rest not sent."""
     if share.died is not None:

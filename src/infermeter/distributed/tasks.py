@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+ONE_PLACE = "give either --workers N (local processes) or --cluster ADDRESS (a running scheduler)"
 
 
 class TaskMap(Protocol):
@@ -26,6 +27,10 @@ def task_map(workers: int | None, cluster: str | None) -> Iterator[TaskMap]:
     if workers is None and cluster is None:
         yield local_map
         return
+    if workers is not None and cluster is not None:
+        from infermeter.errors import UserError
+
+        raise UserError(ONE_PLACE)
     from infermeter.distributed.cluster import cluster_client
 
     with cluster_client(workers, cluster) as client:

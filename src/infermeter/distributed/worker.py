@@ -67,7 +67,7 @@ class _Share:
     ready: bool = False
     finished: bool = False
     error: str | None = None
-    sent: list[bytes] = field(default_factory=list)
+    sent: list[tuple[int, float, int, int]] = field(default_factory=list)  # ledger entries since the last drain
     records: list[RequestRecord] = field(default_factory=list)
     stats: LiveStats = field(default_factory=LiveStats)
     journal: str | None = None
@@ -126,9 +126,8 @@ async def _share(spec: ShareSpec, state: _Share) -> None:
 
     def on_send(req: PreparedRequest, at: float) -> None:
         writer.sent(req.request_id, at, req.input_tokens, req.max_tokens)
-        entry = np.array([(req.request_id, at, req.input_tokens, req.max_tokens)], dtype=LEDGER_DTYPE)
         with state.lock:
-            state.sent.append(entry.tobytes())
+            state.sent.append((req.request_id, at, req.input_tokens, req.max_tokens))
 
     try:
         stopped = asyncio.ensure_future(state.stop.wait())
@@ -181,7 +180,8 @@ def drain(run: str, command: str = "") -> list[Report]:
             with state.lock:
                 state.records[:0], state.sent[:0] = records, sent
             raise
-        out.append(Report(run, index, ready, finished, error, b"".join(sent), payload, stats, journal))
+        ledger = np.array(sent, dtype=LEDGER_DTYPE).tobytes()
+        out.append(Report(run, index, ready, finished, error, ledger, payload, stats, journal))
     return out
 
 
