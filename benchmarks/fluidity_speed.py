@@ -1,4 +1,5 @@
-"""Time the fluidity-index of 100,000 requests x 256 tokens (target: under 2 s here), and the fluid token rate."""
+"""Time the fluidity-index of 100,000 requests x 256 tokens (target: under 2 s here), and the fluid token rate
+(the smallest D_d per request reaching the target fluidity, to 0.1 ms; target: under 1 s here)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def main() -> None:
     print(f"fluidity-index of {n:,} requests x {k} tokens: {best:.2f} s   (target < 2 s)")
     print(f"  mean fluidity {np.mean(c.fluidity()):.4f}, service miss rate {c.service_miss_rate():.4f}")
     print(
-        f"fluid token generation rate (binary search to 0.1 ms over all requests): {t_rate:.2f} s, "
+        f"fluid token generation rate (min D_d to 0.1 ms of every request): {t_rate:.2f} s   (target < 1 s), "
         f"{1 / np.nanpercentile(m, 99):.1f} tok/s"
     )
 

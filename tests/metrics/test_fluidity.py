@@ -1,14 +1,17 @@
 """fluidity-index against the paper's worked examples, hand cases, and a plain loop over Algorithm 1."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics import RecordColumns, fluidity, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import (
+    Layout,
     deadline_counts,
     deadline_counts_loop,
     min_tbt_deadline,
@@ -93,6 +96,94 @@ def test_vectorized_equals_the_plain_loop(rows, dp, dd):
     c = deadline_counts(rag(rows), dp, dd)
     for i, row in enumerate(rows):
         assert (c.met[i], c.missed[i]) == deadline_counts_loop(row, dp, dd)
+
+
+@contextlib.contextmanager
+def walked(by_position: bool):
+    """Walk every block position by position across its requests, or as one 2-D array."""
+    saved = fluidity.LOOP_MIN_COLUMNS
+    fluidity.LOOP_MIN_COLUMNS = 1 if by_position else 10**9
+    try:
+        yield
+    finally:
+        fluidity.LOOP_MIN_COLUMNS = saved
+
+
+rows_of_gaps = st.lists(st.lists(micros, min_size=1, max_size=40), min_size=1, max_size=40)
+# gaps on a coarse grid hit exact multiples of the deadline and exact ties with the slack
+coarse = st.integers(0, 12).map(lambda k: k * 0.01)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(rows_of_gaps, st.lists(st.lists(coarse, min_size=1, max_size=40), min_size=1, max_size=40)),
+    st.integers(1, 300_000).map(lambda u: u / 1e6),
+    st.one_of(st.integers(1, 50_000).map(lambda u: u / 1e6), st.sampled_from([0.01, 0.02, 0.03, 0.1])),
+)
+def test_both_walks_equal_the_plain_loop(rows, dp, dd):
+    expect = [deadline_counts_loop(row, dp, dd) for row in rows]
+    for by_position in (True, False):
+        with walked(by_position):
+            c = deadline_counts(rag(rows), dp, dd)
+        assert list(zip(c.met.tolist(), c.missed.tolist(), strict=True)) == expect
+
+
+@pytest.mark.parametrize("by_position", [True, False])
+def test_layout_counts_only_the_requests_asked_for(by_position):
+    rng = np.random.default_rng(3)
+    rows = [list(rng.gamma(2.0, 0.01, rng.integers(1, 300))) for _ in range(200)]
+    layout = Layout(rag(rows))
+    which = rng.random(200) < 0.3
+    d = rng.uniform(0.005, 0.05, 200)
+    with walked(by_position):
+        some, every = layout.counts(d, d, which), layout.counts(d, d)
+        smaller = layout.only(which).counts(d, d)
+    np.testing.assert_array_equal(some.met, np.where(which, every.met, 0))
+    np.testing.assert_array_equal(some.missed, np.where(which, every.missed, 0))
+    np.testing.assert_array_equal(smaller.missed, some.missed)
+    for i in np.flatnonzero(which)[:20]:
+        assert (every.met[i], every.missed[i]) == deadline_counts_loop(rows[i], d[i], d[i])
+
+
+def brute_force_min_tbt(t: list[float], target: float, resolution: float) -> float:
+    """The smallest grid D_d whose decode fluidity reaches the target, by trying every grid point in turn."""
+    gaps = t[1:]
+    if not gaps:
+        return float("nan")
+    k = 1
+    while True:
+        met, missed = deadline_counts_loop(gaps, k * resolution, k * resolution)
+        if 1 - missed / (met + missed) >= target - 1e-12 or k * resolution >= max(gaps):
+            return k * resolution
+        k += 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.lists(st.integers(0, 150_000).map(lambda u: u / 1e6), min_size=1, max_size=40), max_size=45),
+        st.lists(st.lists(coarse, min_size=1, max_size=40), min_size=1, max_size=45),
+    ),
+    st.sampled_from([0.5, 0.8, 0.9, 0.95, 1.0]),
+)
+def test_min_tbt_deadline_equals_trying_every_grid_point(rows, target):
+    expect = np.array([brute_force_min_tbt(row, target, 1e-3) for row in rows], dtype=float)
+    for by_position in (True, False):
+        with walked(by_position):
+            np.testing.assert_array_equal(min_tbt_deadline(rag(rows), target=target, resolution=1e-3), expect)
+
+
+def test_min_tbt_deadline_by_hand():
+    # four 10 ms gaps, then 30 ms.  D_d = 14 ms banks 4 x 4 = 16 ms of slack: the 30 ms gap meets its deadline
+    # (fluidity 1).  13 ms banks 12 ms: a deficit of 30 - 12 - 13 = 5 ms, one miss (4 / 5 = 0.8); 12 ms banks 8 ms: a
+    # 10 ms deficit, one miss (0.8); 11 ms banks 4 ms: a 15 ms deficit, floor(15 / 11) + 1 = 2 misses (4 / 6)
+    t = [0.5, 0.01, 0.01, 0.01, 0.01, 0.03]
+    for ms, expect in ((14, (5, 0)), (13, (4, 1)), (12, (4, 1)), (11, (4, 2))):
+        assert deadline_counts_loop(t[1:], ms / 1000, ms / 1000) == expect
+    m = min_tbt_deadline(rag([t, t, t[:2], t[:1]]), target=0.85, resolution=1e-3)
+    np.testing.assert_allclose(m[:3], [0.014, 0.014, 0.01])  # one 10 ms gap: 10 ms
+    assert np.isnan(m[3])  # no decode gap
+    assert min_tbt_deadline(rag([t]), target=0.8, resolution=1e-3)[0] == pytest.approx(0.012)
 
 
 def test_min_tbt_deadline_is_the_smallest_passing_grid_point():
