@@ -201,6 +201,39 @@ class Engine(Block):
     config: dict[str, Any]
 
 
+class ClockAnchor(Block):
+    """The run clock's 0 on the machine's clocks, read together to the nanosecond, so that anything stamped outside
+    this process (a server's log, a packet capture, another tool's trace) can be placed on the run clock."""
+
+    monotonic_ns: int  # CLOCK_MONOTONIC (time.perf_counter_ns on Linux) at run-clock 0
+    wall_ns: int  # the wall clock (time.time_ns, UTC) at run-clock 0
+    uncertainty_ns: int  # half the interval between the two wall-clock reads the pair was taken between
+
+
+CLIENT_BOUND = "CLIENT-BOUND: the load generator could not keep up, so these figures are upper bounds"
+
+
+class ClientHealth(Block):
+    """Whether the load generator kept up (draft 4.2.5): the CPU its event loop's thread used, the lag of a 1 ms
+    ticker on that loop, and how late its sends started (open loop); `bound` when a threshold was crossed
+    (`load.client_health`), each crossing named in `reasons`."""
+
+    bound: bool
+    reasons: list[str] = Field(default_factory=list)
+    cpu_fraction: float  # the loop thread's CPU time over the load's wall time (1.0: one core saturated)
+    tick_lag_ms_p50: float | None = None
+    tick_lag_ms_p99: float | None = None
+    tick_lag_ms_max: float | None = None
+    send_lag_ms_p50: float | None = None  # open loop: a send's start less its scheduled time
+    send_lag_ms_p99: float | None = None
+    late_sends: float | None = None  # open loop: the share of sends started more than 5 ms late
+    behind_at_end_ms: float | None = None  # open loop: the median send lag of the last tenth of the sends
+
+    def warning(self) -> str | None:
+        """The line a client-bound run's reports open with; None when the client kept up."""
+        return f"{CLIENT_BOUND} ({'; '.join(self.reasons)})" if self.bound else None
+
+
 class Network(Block):
     """The round trip to the server measured before the load (draft 4.7.3), reported beside TTFT, never
     subtracted from it."""
@@ -284,6 +317,8 @@ class RunInfo(Block):
     kind: Literal["live", "emulated", "simulated", "test"] = "live"
     started_at: str = Field(default_factory=lambda: wall_clock_iso())
     clock: str = "time.perf_counter (monotonic), seconds since the run's start"
+    clock_anchor: ClockAnchor | None = None  # live and emulated runs: the run clock's 0 in nanoseconds
+    client_health: ClientHealth | None = None  # runs sent by this process: did the load generator keep up
     sut: Sut = Field(default_factory=Sut)
     workload: WorkloadDeclaration = Field(default_factory=WorkloadDeclaration)
     load: Load = Field(default_factory=Load)

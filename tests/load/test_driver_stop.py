@@ -2,10 +2,12 @@
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from infermeter.client import PreparedRequest
 from infermeter.load import LoadPattern, drive
+from infermeter.load.client_health import HealthProbe
 from infermeter.records import RequestRecord, RunClock
 
 
@@ -56,3 +58,15 @@ async def test_every_send_waits_for_its_scheduled_time(offsets):
     assert sorted(r.scheduled_at - records[0].scheduled_at for r in records) == pytest.approx(
         [o - offsets[0] for o in offsets]
     )
+
+
+async def test_a_duration_is_half_open_and_each_send_tells_the_probe_how_late_it_started():
+    """--duration 0.2 at 50 req/s sends the arrivals in [0, 0.2): ten, not the eleventh due at 0.2 itself."""
+    backend = InstantBackend()
+    reqs = [PreparedRequest(i, "p", 1, 1) for i in range(20)]
+    records: list[RequestRecord] = []
+    probe = HealthProbe()
+    offsets = np.arange(20) / 50.0
+    await drive(backend, reqs, LoadPattern(offsets=offsets, duration=0.2), records.append, probe=probe)
+    assert [r.request_id for r in records] == list(range(10))
+    assert len(probe.send_lag) == 10 and min(probe.send_lag) >= 0.0

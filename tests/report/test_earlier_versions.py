@@ -137,6 +137,11 @@ def test_a_new_live_run_writes_the_current_contracts_with_the_keys_of_v1(tmp_pat
     # and server metrics v1 did not scrape: preemption outcomes (5.8.4), batch utilization (5.2), TTFT's components
     added = {k: doc["server_metrics"].pop(k) for k in NEW_SERVER_METRICS}
     assert [added[k]["delta"] for k in ("preempted_requests", "preempted_finished", "preempted_tokens")] == [0, 0, 0]
+    # and whether the client kept up (draft 4.2.5), as run.json has it
+    health = doc.pop("client_health")
+    assert health == raw["client_health"] and health["bound"] is False and 0 < health["cpu_fraction"] < 1
+    anchor = raw["clock_anchor"]  # the run clock's 0 in nanoseconds, on both clocks
+    assert anchor["wall_ns"] > 1.7e18 and anchor["monotonic_ns"] > 0 and 0 <= anchor["uncertainty_ns"] < 1e7
     assert 0 <= added["batch_utilization"] <= 1
     assert added["queue_time"]["metric"] == "vllm:request_queue_time_seconds" and added["queue_time"]["count"] >= 1
     assert added["prefill_time"]["count"] == added["queue_time"]["count"]

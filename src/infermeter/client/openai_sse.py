@@ -1,7 +1,8 @@
 """Streaming client for OpenAI-compatible /v1/completions and /v1/chat/completions (SSE).
 
 Every SSE event is timestamped on the run clock when the read that completed its `data:` line returns (draft
-B.1.1); `submitted_at` is when the last byte of the request body was written (aiohttp's chunk-sent trace).  Each
+B.1.1), stamped inside the event loop's read callback (`client.http1`); `submitted_at` is when the request's last
+byte left the process (the socket took it).  Each
 request ends in exactly one RequestRecord, whatever goes wrong, its error naming a reason from `client.reasons`.
 Nothing raises out of `send` except cancellation, which propagates (as asyncio requires) after the record passed
 in has been completed with status "cancelled".
@@ -12,19 +13,21 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
-from infermeter import secrets
+from infermeter import __version__, secrets
 from infermeter.client import reasons
 from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
+from infermeter.client.http1 import ConnectionEnded, Head, Pool, ProtocolError
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
+from infermeter.errors import UserError
 from infermeter.records import RequestRecord, RunClock, failure
 from infermeter.run_info import Client, Timeouts
 
@@ -113,9 +116,9 @@ class _Failure(Exception):
 
 
 # A kept-alive connection the server closed after its last reply (llama.cpp's server does, without saying so) fails
-# the next request: its write fails, or the write lands in a socket the server no longer reads and the connection
-# ends before any response byte.  Such a request never reached the server, so it is sent again on another
-# connection.  A failure after any response byte, or on a fresh connection, is the request's outcome.
+# the next request: its write lands in a socket the server no longer reads and the connection ends before any
+# response byte.  Such a request never reached the server, so it is sent again on another connection.  A failure
+# after any response byte, or on a fresh connection, is the request's outcome.
 STALE_RETRIES = 4
 STALE_DETAIL = f"the request could not be delivered on any of {STALE_RETRIES + 1} connections (closed by the server)"
 
@@ -124,12 +127,39 @@ class _Stale(Exception):
     """The request never reached the server: the connection had been closed by the server."""
 
 
-def _unwritten(exc: BaseException, trace_ctx: dict[str, float]) -> bool:
-    """Whether the server cannot have received the request: aiohttp failed to write it, or a reused connection
-    ended before any response (the server had closed it while idle, as aiohttp assumes for idempotent requests)."""
-    if isinstance(exc, aiohttp.ClientOSError) and "Can not write request body" in str(exc):
-        return True
-    return isinstance(exc, aiohttp.ServerDisconnectedError) and "reused" in trace_ctx
+class _Reply:
+    """One reply as its reads arrive (called from the event loop's read callback): the head, then SSE bytes into
+    the decoder with the time each read returned; an error reply's body is kept (up to ERROR_BODY_BYTES)."""
+
+    __slots__ = ("clock", "deadline", "decoder", "done", "error_body", "head", "total_at")
+
+    def __init__(self, clock: RunClock, decoder: StreamDecoder, deadline: asyncio.Timeout, total_at: float) -> None:
+        self.clock, self.decoder, self.deadline, self.total_at = clock, decoder, deadline, total_at
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.head: Head | None = None
+        self.error_body = bytearray()
+
+    def on_head(self, head: Head, now: float) -> None:
+        self.head = head
+        self.decoder.state.headers_at = self.clock.at(now)
+
+    def on_body(self, data: bytes, now: float) -> None:
+        assert self.head is not None
+        if self.head.status != 200:
+            self.error_body += data[: ERROR_BODY_BYTES - len(self.error_body)]
+            if len(self.error_body) >= ERROR_BODY_BYTES and not self.done.done():
+                self.done.set_result(None)  # enough to say what went wrong; the connection is dropped
+            return
+        if self.decoder.feed(data, self.clock.at(now)):
+            self.deadline.reschedule(self.total_at)
+
+    def on_end(self, error: BaseException | None) -> None:
+        if self.done.done():
+            return
+        if error is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(error)
 
 
 class OpenAIClient:
@@ -138,38 +168,28 @@ class OpenAIClient:
     def __init__(self, config: ClientConfig, clock: RunClock, max_connections: int = 0) -> None:
         self.config = config
         self.clock = clock
-        trace = aiohttp.TraceConfig()
-        trace.on_request_headers_sent.append(self._sent)
-        trace.on_request_chunk_sent.append(self._sent)
-        trace.on_connection_reuseconn.append(self._reused)
-        self._connector = aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300, force_close=False)
-        self._session = aiohttp.ClientSession(
-            connector=self._connector,
-            trace_configs=[trace],
-            timeout=aiohttp.ClientTimeout(
-                total=None, connect=config.connect_timeout, sock_connect=config.connect_timeout
-            ),
-            json_serialize=lambda o: orjson.dumps(o).decode(),
-        )
+        try:
+            self._pool = Pool(config.endpoint, config.connect_timeout, max_connections)
+        except ValueError as exc:
+            raise UserError(f"--url {config.base_url}: {exc}") from None
+        parts = urlsplit(config.endpoint)
         self._headers = config.headers()
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        lines = [f"POST {target} HTTP/1.1", f"Host: {self._pool.host_header}", f"User-Agent: infermeter/{__version__}"]
+        lines += [f"{k}: {v}" for k, v in self._headers.items()]
+        self._request_head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self._session: aiohttp.ClientSession | None = None  # side requests only (the server's tokenizer)
         self.counting = "server usage per event when given, else one token per content event"
         self._tokenizer: ServerTokenizer | None = None
 
-    @staticmethod
-    async def _sent(session: Any, ctx: Any, params: Any) -> None:
-        holder = ctx.trace_request_ctx
-        if holder is not None:
-            holder["sent"] = time.perf_counter()
-
-    @staticmethod
-    async def _reused(session: Any, ctx: Any, params: Any) -> None:
-        holder = ctx.trace_request_ctx
-        if holder is not None:
-            holder["reused"] = 1.0
-
     @property
     def session(self) -> aiohttp.ClientSession:
-        """The shared session, for side requests to the same server (tokenize, models)."""
+        """An aiohttp session for side requests to the same server (tokenize, models), opened when first asked."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
         return self._session
 
     @property
@@ -178,7 +198,10 @@ class OpenAIClient:
         return dict(self._headers)
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._pool.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     def declaration(self) -> Client:
         return self.config.declaration().model_copy(update={"backend": "openai", "transport": "HTTP/1.1 + SSE"})
@@ -186,7 +209,7 @@ class OpenAIClient:
     async def server_token_count(self, text: str) -> int | None:
         if self._tokenizer is None:
             self._tokenizer = ServerTokenizer(self.config.base_url, self.config.model, self._headers)
-        return await self._tokenizer.count(self._session, text)
+        return await self._tokenizer.count(self.session, text)
 
     @property
     def token_count_source(self) -> str:
@@ -258,44 +281,50 @@ class OpenAIClient:
         deadline: asyncio.Timeout,
         started: float,
     ) -> None:
-        """POST the request and read the whole stream; failures become `_Failure` or `StreamFailure`."""
+        """Send the request and read the whole stream; failures become `_Failure`, `StreamFailure` or `_Stale`."""
         state = decoder.state
         try:
-            async with self._session.post(
-                self.config.endpoint, data=payload, headers=self._headers, trace_request_ctx=trace_ctx
-            ) as resp:
-                state.headers_at = self.clock.now()
-                rec.submitted_at = self.clock.at(trace_ctx.get("sent", time.perf_counter()))
-                if resp.status != 200:
-                    raise _Failure("error", reasons.http(resp.status), await _error_detail(resp))
-                async for data in resp.content.iter_any():
-                    if decoder.feed(data, self.clock.now()):
-                        deadline.reschedule(started + self.config.total_timeout)
-                decoder.end()
-        except aiohttp.ConnectionTimeoutError:
+            conn = await self._pool.acquire()
+        except TimeoutError:
             detail = f"no connection within {self.config.connect_timeout:g} s"
             raise _Failure("error", reasons.CONNECT_TIMEOUT, detail) from None
-        except aiohttp.ClientConnectorError as exc:
-            if exc.os_error is not None and exc.os_error.errno in (errno.EMFILE, errno.ENFILE):
-                detail = f"{exc.os_error.strerror}: raise the open-files limit (ulimit -n) or lower the load"
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                detail = f"{exc.strerror}: raise the open-files limit (ulimit -n) or lower the load"
                 raise _Failure("error", reasons.CLIENT_LIMIT, detail) from None
-            raise _Failure("error", reasons.CANNOT_CONNECT, str(exc)) from None
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
-            # a reset, a disconnect, a broken pipe: before the headers or after them
-            if state.headers_at is None and _unwritten(exc, trace_ctx):
-                raise _Stale from None
-            if state.done:
-                return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
-            if state.headers_at is None:
-                raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, f"{type(exc).__name__}: {exc}") from None
-            received = f"after {state.tokens} tokens" + (", usage received" if state.usage_completion else "")
-            raise _Failure("error", reasons.LOST_MID_STREAM, f"{received} ({type(exc).__name__})") from None
-        except aiohttp.ClientError as exc:
-            raise _Failure("error", reasons.CLIENT_ERROR, f"{type(exc).__name__}: {exc}") from None
-        except (_Failure, StreamFailure):
-            raise
-        except Exception as exc:  # whatever else goes wrong ends this request's record, not the run
-            raise _Failure("error", reasons.CLIENT_ERROR, f"{type(exc).__name__}: {exc}") from None
+            raise _Failure("error", reasons.CANNOT_CONNECT, f"{type(exc).__name__}: {exc}") from None
+        reply = _Reply(self.clock, decoder, deadline, started + self.config.total_timeout)
+        try:
+            if conn.requests:
+                trace_ctx["reused"] = 1.0
+            conn.send(self._request_head + b"%d\r\n\r\n" % len(payload) + payload, reply)
+            await conn.drained()
+            if conn.sent_at is not None:
+                trace_ctx["sent"] = conn.sent_at
+                rec.submitted_at = self.clock.at(conn.sent_at)
+            try:
+                await reply.done
+            except ConnectionEnded as exc:
+                if not exc.responded and "reused" in trace_ctx:
+                    raise _Stale from None
+                if state.done:
+                    return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
+                if reply.head is None:
+                    raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, str(exc)) from None
+                received = f"after {state.tokens} tokens" + (", usage received" if state.usage_completion else "")
+                raise _Failure("error", reasons.LOST_MID_STREAM, f"{received} ({exc})") from None
+            except ProtocolError as exc:
+                raise _Failure("error", reasons.MALFORMED_HTTP, str(exc)) from None
+            assert reply.head is not None
+            if reply.head.status != 200:
+                raise _Failure("error", reasons.http(reply.head.status), _error_detail(reply.head, reply.error_body))
+            decoder.end()
+        finally:
+            if not reply.done.done():
+                reply.done.cancel()
+            elif not reply.done.cancelled():
+                reply.done.exception()  # retrieved: a failure already turned into this request's outcome
+            self._pool.release(conn, reply)
 
     async def _resend(
         self,
@@ -352,16 +381,15 @@ class OpenAIClient:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 
 
-async def _error_detail(resp: aiohttp.ClientResponse) -> str:
+def _error_detail(head: Head, body: bytes) -> str:
     """The reason phrase, Retry-After when given, and the start of the body (redacted by the caller)."""
-    parts = [resp.reason or ""]
-    retry = resp.headers.get("Retry-After")
+    parts = [head.reason]
+    retry = head.headers.get("retry-after")
     if retry is not None:
         parts.append(f"Retry-After {retry.strip()[:40]}" + (" s" if retry.strip().isdigit() else ""))
-    elif resp.status == 429:
+    elif head.status == 429:
         parts.append("no Retry-After")
-    body = await resp.content.read(ERROR_BODY_BYTES)
-    text = body.decode("utf-8", "replace").strip().replace("\n", " ")
+    text = bytes(body).decode("utf-8", "replace").strip().replace("\n", " ")
     if text:
         parts.append(text[:300])
     return ", ".join(p for p in parts if p)

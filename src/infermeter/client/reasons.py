@@ -15,6 +15,7 @@ FIRST_TOKEN_TIMEOUT = "first-token timeout"
 TOTAL_TIMEOUT = "total timeout"
 CANCELLED = "cancelled"
 CLIENT_ERROR = "client error"
+MALFORMED_HTTP = "malformed HTTP response"
 CLIENT_LIMIT = "client out of file descriptors"  # the load generator's host, not the server
 
 

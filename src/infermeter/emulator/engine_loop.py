@@ -9,8 +9,11 @@ to a millisecond early or late, so a wait ends by yielding to the loop until the
 from __future__ import annotations
 
 import asyncio
+import bisect
+import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infermeter.emulator.config import EmulatorConfig
@@ -21,6 +24,9 @@ from infermeter.engine.step import Step, emission_runs
 
 MAX_LAG_S = 0.050  # how far behind the real clock a step may start: beyond it (a host's stall) the timeline resets
 SPIN_S = 0.001  # a wait sleeps until this long before its time, then yields to the loop until the time has come
+LATE_S = 0.001  # a token handed out later than this after its scheduled time is late (exported and logged)
+LATE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25)
+REPORT_S = 10.0  # the log says the engine is behind at most once per this many seconds
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,56 @@ class ScaledLatency:
 
 @dataclass
 class Handle:
-    """One request inside the emulator: tokens arrive on `queue` as emission times (perf_counter), then None."""
+    """One request inside the emulator: tokens arrive as emission times (perf_counter), then None; on `queue` for a
+    handler task to take, or, with `direct` set, straight into that function (called on the engine's own turn of the
+    event loop: no task wakes per token)."""
 
     req: EngineRequest
     received: float
     queue: asyncio.Queue[float | None] = field(default_factory=asyncio.Queue)
+    direct: Callable[[float | None], None] | None = None
+
+    def deliver(self, t: float | None) -> None:
+        if self.direct is not None:
+            self.direct(t)
+        else:
+            self.queue.put_nowait(t)
+
+
+@dataclass
+class Lateness:
+    """How late the engine handed out tokens against its own timeline, in buckets (seconds), and how often the
+    timeline fell more than MAX_LAG_S behind the real clock and was moved up."""
+
+    bounds: tuple[float, ...] = LATE_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATE_BUCKETS) + 1))
+    tokens: int = 0
+    late: int = 0  # handed out more than LATE_S after their time
+    resets: int = 0
+    window: tuple[float, int, int] = (0.0, 0, 0)  # (start, tokens, late) of the current report window
+
+    total_s: float = 0.0
+
+    def add(self, late_s: float) -> None:
+        self.tokens += 1
+        self.total_s += late_s
+        self.counts[bisect.bisect_left(self.bounds, late_s)] += 1
+        if late_s > LATE_S:
+            self.late += 1
+
+    def behind(self, now: float) -> str | None:
+        """Once per REPORT_S: a line saying so when more than 1% of the window's tokens were over LATE_S late."""
+        start, tokens, late = self.window
+        if now - start < REPORT_S:
+            return None
+        self.window = (now, self.tokens, self.late)
+        n, k = self.tokens - tokens, self.late - late
+        if n == 0 or k / n <= 0.01:
+            return None
+        return (
+            f"emulator behind its schedule: {k} of {n} tokens ({k / n:.1%}) handed out more than "
+            f"{LATE_S * 1e3:g} ms after their time in the last {now - start:.0f} s (its core cannot keep up)"
+        )
 
 
 class RealClockEngine:
@@ -72,6 +123,7 @@ class RealClockEngine:
         self._next = 0
         self._task: asyncio.Task[None] | None = None
         self.finished = 0
+        self.lateness = Lateness()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -129,14 +181,16 @@ class RealClockEngine:
                 continue
             for at, idx in emission_order(step):
                 await _until(at)
-                self._emit(idx)
+                self._emit(idx, at)
             await _until(step.end)
             free_at = step.end
             for r in self.core.finish(step):
                 handle = self._handles.pop(r.idx, None)
                 self.finished += 1
                 if handle is not None:
-                    handle.queue.put_nowait(None)
+                    handle.deliver(None)
+            if (behind := self.lateness.behind(time.perf_counter())) is not None:
+                print(behind, file=sys.stderr, flush=True)
 
     def _next_start(self, free_at: float | None) -> float | None:
         """When the next step starts on the model's timeline: where the last one ended when work is waiting, else
@@ -148,18 +202,23 @@ class RealClockEngine:
             start = self._arrived[0].arrival
         else:
             return None
-        return max(start, time.perf_counter() - MAX_LAG_S)
+        floor = time.perf_counter() - MAX_LAG_S
+        if start < floor:
+            self.lateness.resets += 1
+            return floor
+        return start
 
     def _admit(self, start: float) -> None:
         """Hand the engine every request that had arrived by `start`, in arrival order."""
         while self._arrived and self._arrived[0].arrival <= start:
             self.core.submit(self._arrived.popleft())
 
-    def _emit(self, idx: int) -> None:
+    def _emit(self, idx: int, at: float) -> None:
+        now = time.perf_counter()
+        self.lateness.add(now - at)
         handle = self._handles.get(idx)
-        if handle is None:
-            return
-        handle.queue.put_nowait(time.perf_counter())
+        if handle is not None:
+            handle.deliver(now)
 
 
 def emission_order(step: Step) -> list[tuple[float, int]]:

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import Handle, RealClockEngine
+from infermeter.emulator.engine_loop import LATE_S, Handle, RealClockEngine
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.prefix_cache import PrefixCache
@@ -80,6 +82,23 @@ class _EngineGauges:
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric([self.model], value)
             yield g
+        late = self.engine.lateness
+        h = HistogramMetricFamily(
+            "infermeter:token_lateness_seconds",
+            "How long after its scheduled time on the engine's timeline each token was handed out.",
+            labels=labels,
+        )
+        cumulative = list(itertools.accumulate(late.counts))
+        buckets = [(f"{b:g}", c) for b, c in zip(late.bounds, cumulative, strict=False)]
+        h.add_metric([self.model], [*buckets, ("+Inf", late.tokens)], sum_value=late.total_s)
+        yield h
+        for name, doc, value in (
+            ("infermeter:tokens_late", f"Tokens handed out over {LATE_S * 1e3:g} ms after their time.", late.late),
+            ("infermeter:timeline_resets", "Steps whose timeline fell 50 ms behind the real clock.", late.resets),
+        ):
+            c = CounterMetricFamily(name, doc, labels=labels)
+            c.add_metric([self.model], value)
+            yield c
 
 
 class Emulator:
@@ -149,6 +168,11 @@ class Emulator:
         return app
 
     async def _startup(self, app: web.Application) -> None:
+        # a full collection scans every object loaded (tiktoken, numpy, prometheus): tens of ms with every stream
+        # stalled; what is alive now is frozen out of it and young collections run less often
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 50, 1000)
         self.engine = RealClockEngine(self.config)
         self.engine.start()
         self.registry.register(_EngineGauges(self.engine, self.config.model))
@@ -318,6 +342,8 @@ class Emulator:
     ) -> web.StreamResponse:
         assert self.engine is not None
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        if request.version >= (1, 1):
+            resp.enable_chunked_encoding()  # what aiohttp would choose; said here so that resp.chunked tells
         await resp.prepare(request)
         headers_sent = time.perf_counter()
         created = int(time.time())
@@ -326,6 +352,9 @@ class Emulator:
         guard = OutputFilter(self.config.output_filter_ms / 1000)
         kind = fault.kind if fault is not None else None
         strike = fault.token_index(handle.req.output) if fault is not None else -1
+        if kind is None and not guard.delay_s and request.transport is not None:
+            events = _DirectEvents(resp, request.transport, rid, obj, created, model, chat, self.tokenizer.reply)
+            return await self._stream_direct(events, body, handle, prompt, received, headers_sent)
         out = _Writer(resp, kind)
         times: list[float] = []
         try:
@@ -347,18 +376,7 @@ class Emulator:
                 if k == strike and fault is not None and await self._mid_stream(fault, request, handle, out):
                     return resp
             self.account(times, received, handle)
-            final: dict[str, Any] = {
-                "id": rid,
-                "object": obj,
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}],
-                "infermeter": {
-                    "server_token_times": [round(t - received, 6) for t in times],
-                    "response_start": round(headers_sent - received, 6),
-                    "cached_tokens": handle.req.cached,
-                },
-            }
+            final = _final(rid, obj, created, model, chat, times, received, headers_sent, handle)
             if (body.get("stream_options") or {}).get("include_usage") and kind != "no_final_usage":
                 final["usage"] = _usage(prompt, len(times), handle.req.cached)
             await out.event(final)
@@ -371,6 +389,30 @@ class Emulator:
             self.engine.abandon(handle)
             raise
         return resp
+
+    async def _stream_direct(
+        self, events: _DirectEvents, body: dict[str, Any], handle: Handle, prompt: int, received: float, sent: float
+    ) -> web.StreamResponse:
+        """A stream without faults or an output filter: the engine writes each token's event itself (no task wakes
+        per token, which is what lets one core serve thousands of streams); this waits for the last."""
+        assert self.engine is not None
+        if events.chat:
+            events.write(events.role)
+        while not handle.queue.empty():  # tokens handed out before this stream was ready
+            events.token(handle.queue.get_nowait())
+        handle.direct = events.token
+        try:
+            await events.done
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.engine.abandon(handle)
+            raise
+        times = events.times
+        self.account(times, received, handle)
+        final = _final(events.rid, events.obj, events.created, events.model, events.chat, times, received, sent, handle)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            final["usage"] = _usage(prompt, len(times), handle.req.cached)
+        events.write(b"data: " + orjson.dumps(final) + b"\n\ndata: [DONE]\n\n")
+        return events.resp
 
     async def _mid_stream(self, fault: Fault, request: web.Request, handle: Handle, out: _Writer) -> bool:
         """Strike a mid-stream fault after the current token; True when the stream ends here."""
@@ -413,6 +455,76 @@ class Emulator:
         self.requests_ok.inc()
         if handle.req.preemptions:
             self.preempted_finished.inc()
+
+
+class _DirectEvents:
+    """One stream's events written straight to its transport as the engine hands out tokens (chunked framing as
+    aiohttp's writer would add it; aiohttp sent the headers at prepare and writes the last chunk at the end)."""
+
+    def __init__(
+        self,
+        resp: web.StreamResponse,
+        transport: asyncio.Transport,
+        rid: str,
+        obj: str,
+        created: int,
+        model: str,
+        chat: bool,
+        reply: Callable[[int], str],
+    ) -> None:
+        self.resp, self.transport, self.reply = resp, transport, reply
+        self.rid, self.obj, self.created, self.model, self.chat = rid, obj, created, model, chat
+        self.times: list[float] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.chunked = resp.chunked
+        start = orjson.dumps({"id": rid, "object": obj, "created": created, "model": model})[:-1]
+        self.head = b"data: " + start + b',"choices":[{"index":0,"finish_reason":null,'
+        self.head += b'"delta":{"content":' if chat else b'"text":'
+        self.tail = b"}}]}\n\n" if chat else b"}]}\n\n"
+        self.role = self.head[: -len(b'"content":')] + b'"role":"assistant","content":""}}]}\n\n'
+
+    def write(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            if not self.done.done():
+                self.done.set_exception(ConnectionResetError("the client went away"))
+            return
+        self.transport.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
+
+    def token(self, t: float | None) -> None:
+        """The engine handed out a token at `t` (None: the stream's last came before)."""
+        if t is None:
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        piece = self.reply(len(self.times))
+        self.times.append(t)
+        self.write(self.head + orjson.dumps(piece) + self.tail)
+
+
+def _final(
+    rid: str,
+    obj: str,
+    created: int,
+    model: str,
+    chat: bool,
+    times: list[float],
+    received: float,
+    headers_sent: float,
+    handle: Handle,
+) -> dict[str, Any]:
+    """A stream's last event: finish_reason and the server's own token times (usage is added when asked for)."""
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}],
+        "infermeter": {
+            "server_token_times": [round(t - received, 6) for t in times],
+            "response_start": round(headers_sent - received, 6),
+            "cached_tokens": handle.req.cached,
+        },
+    }
 
 
 class _Writer:

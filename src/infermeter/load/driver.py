@@ -19,6 +19,7 @@ import numpy as np
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
+from infermeter.load.client_health import HealthProbe
 from infermeter.records import RequestRecord
 
 
@@ -98,12 +99,14 @@ async def drive(
     hard_stop: asyncio.Event | None = None,
     on_send: OnSend | None = None,
     start_at: float | None = None,
+    probe: HealthProbe | None = None,
 ) -> None:
     """Send the requests under the pattern; every request that was sent reaches `sink` as exactly one record, a
     cancelled one included.  `on_send(request, scheduled_at)` is told of each send before it starts.  The schedule
-    starts `lead_s` from now, or at `start_at` on the client's clock (an instant shared by several processes)."""
+    starts `lead_s` from now, or at `start_at` on the client's clock (an instant shared by several processes).
+    `probe` is told how late each open-loop send started."""
     with quiet_gc():
-        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop, on_send, start_at)
+        await _drive(client, requests, pattern, sink, stats, stop, grace_s, lead_s, hard_stop, on_send, start_at, probe)
 
 
 async def _drive(
@@ -118,13 +121,18 @@ async def _drive(
     hard_stop: asyncio.Event | None,
     on_send: OnSend | None,
     start_at: float | None,
+    probe: HealthProbe | None,
 ) -> None:
     stats = stats or LiveStats()
     stop = stop or asyncio.Event()
     clock = client.clock
     tasks: set[asyncio.Task[None]] = set()
 
+    timed = probe is not None and pattern.offsets is not None
+
     async def one(req: PreparedRequest, scheduled_at: float) -> None:
+        if timed:
+            probe.sent(clock.now() - scheduled_at)  # type: ignore[union-attr]
         stats.sent += 1
         if on_send is not None:
             on_send(req, scheduled_at)
@@ -142,7 +150,7 @@ async def _drive(
         stopper = asyncio.ensure_future(stop.wait())
         try:
             for req, offset in zip(requests, pattern.offsets, strict=False):
-                if stop.is_set() or (pattern.duration is not None and offset > pattern.duration):
+                if stop.is_set() or (pattern.duration is not None and offset >= pattern.duration):  # [0, duration)
                     break
                 target = t_start + float(offset)
                 delay = target - clock.now()

@@ -11,6 +11,7 @@ import numpy as np
 from infermeter.client.backend import Backend, open_backend
 from infermeter.client.openai_sse import ClientConfig
 from infermeter.errors import UserError
+from infermeter.load.client_health import watched
 from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
 from infermeter.load.disclosure import clock_method, round_trip, stream_block
 from infermeter.load.driver import LiveStats, LoadPattern, drive
@@ -96,6 +97,7 @@ async def benchmark(opts: RunOptions) -> RunResult:
     stopper = Stopper()
     try:
         info = _run_info(opts, cfg, client, declaration, pattern, n)
+        info.clock_anchor = clock.anchor()
         curve = parse_deadlines(opts.deadlines).curve if opts.deadlines else None
         if curve is not None and (why := curve_mismatch(curve, counting)):
             info.notes.append(why)
@@ -205,17 +207,23 @@ async def _measure(
     per_worker: dict[str, tuple[LiveStats, int]] = {}
     async with LiveDisplay(stats, n, opts.progress, "benchmark", per_worker):
         if cluster is None:
-            await drive(
-                client,
-                requests_in,
-                pattern,
-                writer.append,
-                stats,
-                stopper.stop,
-                opts.grace_s,
-                hard_stop=stopper.hard_stop,
-                on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
-            )
+            async with watched() as probe:
+                await drive(
+                    client,
+                    requests_in,
+                    pattern,
+                    writer.append,
+                    stats,
+                    stopper.stop,
+                    opts.grace_s,
+                    hard_stop=stopper.hard_stop,
+                    on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
+                    probe=probe,
+                )
+            if stats.sent:
+                info.client_health = probe.health()
+                if (warning := info.client_health.warning()) is not None:
+                    info.notes.insert(0, warning)
         elif not stopper.stop.is_set():
             from infermeter.distributed.load import drive_on_cluster, worker_notes
 
@@ -248,6 +256,7 @@ async def _measure(
         summary.server_metrics = scraped
     if energy is not None:
         summary.energy = energy
+    summary.client_health = info.client_health
     try:
         write_run_info(opts.out, info)
         if writer.failure is None:

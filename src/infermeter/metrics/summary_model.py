@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from infermeter.errors import UserError
-from infermeter.run_info import validation_problem
+from infermeter.run_info import ClientHealth, validation_problem
 
 SUMMARY_SCHEMA = "infermeter.summary/2"
 READS = (None, SUMMARY_SCHEMA)  # None: summary.json before versions, the same keys
@@ -309,7 +309,9 @@ class ServerTiming(Block):
 class Summary(Block):
     """summary.json: every metric over a run's records, then the blocks only some runs have."""
 
-    OPTIONAL = frozenset({"server_metrics", "energy", "itl_source", "fluidity_note", "sim", "server_timing"})
+    OPTIONAL = frozenset(
+        {"server_metrics", "energy", "itl_source", "fluidity_note", "sim", "server_timing", "client_health"}
+    )
     schema_version: Literal["infermeter.summary/2"] = SUMMARY_SCHEMA
     requests: Requests
     duration_s: float
@@ -335,6 +337,7 @@ class Summary(Block):
     fluidity_note: str | None = None  # why fluidity is missing although deadlines were given
     sim: Sim | None = None  # simulated runs
     server_timing: ServerTiming | None = None  # only when some ok request carries a server-reported figure
+    client_health: ClientHealth | None = None  # live and emulated runs sent by this process (as run.json has it)
 
     def latency(self, metric: str) -> Stats:
         """A latency distribution by its SLO name: "ttft", "tpot", "itl" or "e2e"."""

@@ -189,8 +189,11 @@ def failures_table(summary: Summary) -> str:
 
 
 def full_report(summary: Summary, info: RunInfo) -> str:
-    """Every table that applies to the run, then the minimum report."""
-    parts = [table1_ttft(summary)]
+    """Every table that applies to the run, then the minimum report; a client-bound run opens with the warning."""
+    health = summary.client_health or info.client_health
+    warning = health.warning() if health is not None else None
+    parts = [warning] if warning is not None else []
+    parts.append(table1_ttft(summary))
     if len(summary.ttft_by_input_tokens) > 1:
         parts.append(table2_ttft_by_input(summary))
     parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]

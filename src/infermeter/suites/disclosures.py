@@ -59,6 +59,16 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
         if len(known) == len(infos)
         else "refusals were not counted for some runs",
     )
+    bound = [k for k, i in enumerate(infos) if i.client_health is not None and i.client_health.bound]
+    add(
+        "MUST",
+        "4.2.5",
+        "the load generator keeps its schedule (the client is not the bottleneck)",
+        not bound,
+        f"client-bound in {len(bound)} of {len(infos)} runs: {infos[bound[0]].client_health.warning()}"  # type: ignore[union-attr]
+        if bound
+        else "the client kept up in every run it sent",
+    )
     seeds = {i.workload.seed for i in infos}
     add(
         "MUST",

@@ -1,0 +1,162 @@
+"""Does the open loop keep its schedule, and how exact are its stamps?  `infermeter run` on one core against a server
+that streams at known instants on the other.
+
+The server (tests/timed_server.py, pinned to CPU 1) writes a request's first token 5 ms after reading it, then one
+every 5 ms, 32 in all, and keeps when it read each request and wrote each token (CLOCK_MONOTONIC).  The run (this
+process, pinned to CPU 0) is the whole `infermeter run` path: constant arrivals, records journaled, the summary.
+run.json's clock anchor places the run clock on CLOCK_MONOTONIC; requests are matched to the server's by prompt.
+
+Prints per rate: the rate the server saw over the whole window, the CV of the gaps between its reads and the
+longest, the lateness of the last send (read - scheduled), the client's own send delay (submitted_at - scheduled_at),
+the client's TTFT error against the server's (client TTFT - server TTFT) and each token's receive lag.
+Targets (issue 15): at 1,000 req/s >= 99% of the rate, gap CV < 0.1, last send < 5 ms late, send delay p99 < 5 ms,
+TTFT error p99 < 2 ms; at 50-300 req/s TTFT error p50 < 0.5 ms and p99 < 1 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the repository's tests/ package (the timed server)
+
+
+def start_server(truth: Path, tokens: int, gap: float) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    cmd = [sys.executable, "-m", "tests.timed_server", "--truth", str(truth), "--tokens", str(tokens)]
+    cmd += ["--gap", str(gap), "--ttft", str(gap)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {1}))  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise SystemExit(f"the timed server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[-1])}"
+
+
+def run(url: str, rate: float, n: int, tokens: int, out: Path) -> None:
+    """`infermeter run` in-process (this process is pinned to CPU 0), as the command line builds it."""
+    from infermeter.cli.app import run_async
+    from infermeter.config.run import RunConfig
+    from infermeter.load.run import benchmark
+
+    cfg = RunConfig.model_validate({
+        "target": {"url": url},
+        "workload": {"input_tokens": 16, "output_tokens": tokens, "tokenizer": "cl100k_base"},
+        "load": {"requests": n, "rate": rate, "arrival": "constant", "warmup": 0},
+        "monitors": {"scrape_interval": 0},
+    }).resolved()  # fmt: skip
+    result = run_async(benchmark(cfg.options(out, progress=False)))
+    if result.stopped:
+        raise SystemExit(f"the run stopped: {result.stopped}")
+
+
+def prompt_keys(n: int, tokens: int) -> np.ndarray:
+    """crc32 of each request's prompt, in request-id order (the run's prompts, rebuilt)."""
+    from infermeter.load.prompts import prepared
+    from infermeter.tokenizers import resolve_tokenizer
+    from infermeter.workload.build import build_requests
+    from infermeter.workload.prompts import ExactPrompter
+
+    reqs, _ = build_requests(n, 42, input_tokens=16, output_tokens=tokens)
+    prompter = ExactPrompter(resolve_tokenizer("cl100k_base"), seed=42)
+    return np.array([zlib.crc32(p.prompt.encode()) for p in prepared(reqs, 42, prompter=prompter)], dtype=np.uint32)
+
+
+def pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q))
+
+
+def measure(rate: float, seconds: float, tokens: int, gap: float) -> dict[str, float]:
+    from infermeter.records import RECORDS, read_run_info
+
+    n = int(rate * seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_file, out = Path(tmp) / "truth.npz", Path(tmp) / "run"
+        server, url = start_server(truth_file, tokens, gap)
+        try:
+            run(url, rate, n, tokens, out)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+        truth = dict(np.load(truth_file))
+        if os.environ.get("KEEP_TRUTH"):
+            np.savez(os.environ["KEEP_TRUTH"], **truth)
+        info = read_run_info(out)
+        cols = ["request_id", "scheduled_at", "submitted_at", "token_times", "status"]
+        table = pq.read_table(out / RECORDS, columns=cols).sort_by("request_id")
+    assert info.clock_anchor is not None, "run.json has no clock anchor"
+    origin = info.clock_anchor.monotonic_ns / 1e9
+    keys = prompt_keys(n, tokens)
+    ids = table["request_id"].to_numpy() - int(table["request_id"][0].as_py())
+    where = {int(k): i for i, k in enumerate(truth["key"])}
+    row = np.array([where.get(int(keys[i]), -1) for i in ids])
+    ok = (row >= 0) & (np.asarray(table["status"].to_pylist()) == "ok")
+    sched = table["scheduled_at"].to_numpy()
+    sub = table["submitted_at"].to_numpy()
+    times = table["token_times"].to_pylist()
+    first = np.array([t[0] if t else np.nan for t in times])
+    read = truth["read_at"] - origin  # on the run clock
+    writes = truth["writes"] - origin
+    reads = np.sort(read)
+    gaps = np.diff(reads)
+    r = row[ok]
+    ttft_err = (first[ok] - sub[ok]) - (writes[r, 0] - read[r])
+    lag = np.concatenate([np.asarray(times[i]) - writes[row[i], : len(times[i])] for i in np.flatnonzero(ok)])
+    last = int(np.argmax(np.where(ok, sched, -np.inf)))
+    return {
+        "rate": rate,
+        "requests": n,
+        "matched": int(ok.sum()),
+        "server_rate_pct": 100 * (len(reads) - 1) / (reads[-1] - reads[0]) / rate,
+        "gap_cv": float(np.std(gaps) / np.mean(gaps)),
+        "gap_max_ms": float(gaps.max() * 1e3),
+        "last_late_ms": float((read[row[last]] - sched[last]) * 1e3),
+        "send_p50_ms": pct(sub - sched, 50) * 1e3,
+        "send_p99_ms": pct(sub - sched, 99) * 1e3,
+        "upload_p50_ms": pct(read[r] - sub[ok], 50) * 1e3,
+        "ttft_err_p50_ms": pct(ttft_err, 50) * 1e3,
+        "ttft_err_p99_ms": pct(ttft_err, 99) * 1e3,
+        "lag_p50_ms": pct(lag, 50) * 1e3,
+        "lag_p99_ms": pct(lag, 99) * 1e3,
+        "server_late_p99_ms": pct(truth["late"], 99) * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", default="50,300,1000", help="comma-separated req/s")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each run's schedule")
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--gap", type=float, default=0.005, help="seconds between a stream's tokens")
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {0})
+    print(f"open loop, constant arrivals, {args.tokens} tokens {args.gap * 1e3:g} ms apart; client CPU 0, server CPU 1")
+    head = "  rate  server%  gapCV  gapmax  lastlate  send p50/p99   upload  TTFTerr p50/p99   lag p50/p99  srv p99"
+    print(head)
+    for rate in (float(x) for x in args.rates.split(",")):
+        m = measure(rate, args.seconds, args.tokens, args.gap)
+        print(
+            f"{m['rate']:6g} {m['server_rate_pct']:7.2f}% {m['gap_cv']:6.3f} {m['gap_max_ms']:6.1f}ms "
+            f"{m['last_late_ms']:7.2f}ms {m['send_p50_ms']:6.2f}/{m['send_p99_ms']:<7.2f} {m['upload_p50_ms']:6.2f}  "
+            f"{m['ttft_err_p50_ms']:7.3f}/{m['ttft_err_p99_ms']:<7.3f} {m['lag_p50_ms']:6.3f}/{m['lag_p99_ms']:<6.3f} "
+            f"{m['server_late_p99_ms']:6.3f}   ({m['matched']}/{m['requests']} matched)"
+        )
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.set_event_loop_policy(None)
+    main()

@@ -1,0 +1,345 @@
+"""A lean HTTP/1.1 client for streamed replies, built on asyncio protocols.
+
+Each read of a reply is handed to its `Reply` inside the event loop's read callback, with the time the read
+returned: no task wakes per event, so a run's sends are not queued behind thousands of receivers.  A request counts
+as sent when its last byte has left the process (the socket took all of it, or the write buffer drained).  Bodies
+framed by Content-Length, chunked encoding or the connection's close; kept-alive connections are pooled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import urlsplit
+
+MAX_HEAD = 65536  # a response head larger than this is not a server speaking HTTP to us
+
+
+class ProtocolError(Exception):
+    """The bytes the server sent are not an HTTP/1.1 response."""
+
+
+class ConnectionEnded(Exception):
+    """The connection ended before the reply did; `responded`: whether any byte of the reply had arrived."""
+
+    def __init__(self, responded: bool, cause: BaseException | None) -> None:
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else "the server closed the connection"
+        super().__init__(why)
+        self.responded = responded
+
+
+@dataclass
+class Head:
+    """The status line and headers of a reply (header names lower-cased)."""
+
+    status: int
+    reason: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Reply(Protocol):
+    """Where a connection delivers one reply, from the event loop's read callback."""
+
+    def on_head(self, head: Head, now: float) -> None: ...
+
+    def on_body(self, data: bytes, now: float) -> None:
+        """Body bytes (chunk framing removed) that arrived in the read returning at `now` (time.perf_counter)."""
+        ...
+
+    def on_end(self, error: BaseException | None) -> None:
+        """The reply is complete (None) or cannot be: a ConnectionEnded, a ProtocolError or what on_body raised."""
+        ...
+
+
+_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _IDLE = range(8)
+_CHUNKED = (_CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER)
+
+
+class Connection(asyncio.Protocol):
+    """One TCP (or TLS) connection: writes a request, parses its reply into the Reply it was given."""
+
+    def __init__(self, on_idle: Callable[[Connection], None]) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.reply: Reply | None = None
+        self.requests = 0  # sent on this connection so far (more than one: it was reused)
+        self.closed = False
+        self.sent_at: float | None = None  # perf_counter when the current request's last byte left the process
+        self._drained: asyncio.Future[None] | None = None
+        self._on_idle = on_idle
+        self._buf = b""
+        self._state = _IDLE
+        self._left = 0  # bytes left in the body or the current chunk
+        self._keep = False
+        self._responded = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport.set_write_buffer_limits(high=0)  # paused while anything waits to leave: resume = all sent
+
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self.sent_at = time.perf_counter()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self.reply is None:
+            return
+        if self._state == _UNTIL_CLOSE and exc is None:
+            self._finish(None)
+        else:
+            self._finish(ConnectionEnded(self._responded, exc))
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        if self.reply is None:
+            self.abort()  # bytes nobody asked for: the connection cannot be trusted again
+            return
+        try:
+            self._parse(data, now)
+        except Exception as exc:  # a malformed reply, or what the reply's reader raised: this reply ends here
+            self._finish(exc)
+            self.abort()
+
+    # requests
+    def send(self, request: bytes, reply: Reply) -> None:
+        """Write a whole request; its reply goes to `reply`.  `sent_at` is set once every byte has left."""
+        assert self.transport is not None and self.reply is None
+        self.reply, self.sent_at, self._responded = reply, None, False
+        self._state, self._buf = _HEAD, b""
+        self.requests += 1
+        self.transport.write(request)
+        if self.transport.get_write_buffer_size() == 0:
+            self.sent_at = time.perf_counter()
+
+    async def drained(self) -> None:
+        """Until the request's last byte has left the process (at once when the socket took it all)."""
+        if self._drained is not None:
+            await self._drained
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # parsing
+    def _finish(self, error: BaseException | None) -> None:
+        reply, self.reply = self.reply, None
+        self._state = _IDLE
+        if reply is not None:
+            reply.on_end(error)
+        if error is None and self._keep and not self.closed:
+            self._on_idle(self)
+        elif not self.closed:
+            self.abort()
+
+    def _parse(self, data: bytes, now: float) -> None:
+        if self._state == _HEAD:
+            self._responded = True
+            self._buf += data
+            end = self._buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self._buf) > MAX_HEAD:
+                    raise ProtocolError(f"no end of the response head within {MAX_HEAD} bytes")
+                return
+            head_bytes, data, self._buf = self._buf[:end], self._buf[end + 4 :], b""
+            if not self._head(head_bytes, now):  # 1xx: another head follows
+                self._state = _HEAD
+                if data:
+                    self._parse(data, now)
+                return
+        if self._state == _LENGTH:
+            piece = data[: self._left]
+            self._left -= len(piece)
+            if piece:
+                self._deliver(piece, now)
+            if self._left == 0:
+                self._finish(None)
+        elif self._state == _UNTIL_CLOSE:
+            if data:
+                self._deliver(data, now)
+        elif self._state in _CHUNKED and (data or self._buf):
+            self._chunks(data, now)
+
+    def _head(self, raw: bytes, now: float) -> bool:
+        """Parse a response head; False for an interim (1xx) reply."""
+        lines = raw.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:
+            return False
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError(f"malformed header line: {line[:80]!r}")
+            headers[name.strip().lower()] = value.strip()
+        connection = headers.get("connection", "").lower()
+        self._keep = parts[0] == "HTTP/1.1" and "close" not in connection
+        head = Head(status, parts[2] if len(parts) > 2 else "", headers)
+        assert self.reply is not None
+        self.reply.on_head(head, now)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._state, self._left = _CHUNK_SIZE, 0
+        elif "content-length" in headers:
+            try:
+                self._left = int(headers["content-length"])
+            except ValueError:
+                raise ProtocolError(f"bad Content-Length: {headers['content-length'][:40]!r}") from None
+            self._state = _LENGTH
+            if self._left == 0 or status in (204, 304):
+                self._finish(None)
+        elif status in (204, 304):
+            self._finish(None)
+        else:
+            self._state, self._keep = _UNTIL_CLOSE, False
+        return True
+
+    def _chunks(self, data: bytes, now: float) -> None:
+        """Chunked transfer coding: deliver every chunk's data that arrived in this read, as one piece."""
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        out: list[bytes] = []
+        pos = 0
+        while pos < len(buf) and self.reply is not None:
+            if self._state == _CHUNK_DATA:
+                take = min(self._left, len(buf) - pos)
+                out.append(buf[pos : pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    self._state = _CHUNK_CRLF
+                continue
+            end = buf.find(b"\r\n", pos)
+            if end < 0:
+                if len(buf) - pos > MAX_HEAD:
+                    raise ProtocolError("a chunk-size line without its end")
+                self._buf = buf[pos:]
+                break
+            line, pos = buf[pos:end], end + 2
+            if self._state == _CHUNK_CRLF:
+                if line:
+                    raise ProtocolError("chunk data longer than its declared size")
+                self._state = _CHUNK_SIZE
+            elif self._state == _CHUNK_SIZE:
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise ProtocolError(f"bad chunk size line: {line[:40]!r}") from None
+                if size == 0:
+                    self._state = _TRAILER
+                else:
+                    self._state, self._left = _CHUNK_DATA, size
+            elif not line:  # _TRAILER: the empty line ends the body
+                if out:
+                    self._deliver(b"".join(out), now)
+                    out = []
+                self._finish(None)
+                return
+        if out:
+            self._deliver(b"".join(out), now)
+
+    def _deliver(self, data: bytes, now: float) -> None:
+        assert self.reply is not None
+        self.reply.on_body(data, now)
+
+
+class Pool:
+    """Kept-alive connections to one origin, opened as requests need them (at most `limit` when > 0)."""
+
+    def __init__(self, base_url: str, connect_timeout: float, limit: int = 0) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        default = 443 if parts.scheme == "https" else 80
+        self.host_header = (f"[{self.host}]" if ":" in self.host else self.host) + (
+            "" if self.port == default else f":{self.port}"
+        )
+        self.connect_timeout = connect_timeout
+        self._idle: list[Connection] = []
+        self._all: set[Connection] = set()
+        self._slots = asyncio.Semaphore(limit) if limit > 0 else None
+        self._address: tuple[int, tuple[str, int]] | None = None  # resolved once: (family, sockaddr)
+
+    async def acquire(self) -> Connection:
+        """An idle kept-alive connection, or a new one (OSError, TimeoutError on failure to connect)."""
+        if self._slots is not None:
+            await self._slots.acquire()
+        try:
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.closed:
+                    return conn
+            return await self._connect()
+        except BaseException:
+            if self._slots is not None:
+                self._slots.release()
+            raise
+
+    def release(self, conn: Connection, reply: Reply) -> None:
+        """Done with a connection: one whose reply ended went back to the idle ones already (and may carry another
+        request by now); one still busy with `reply` (cancelled, timed out, cut short) is closed."""
+        if conn.reply is reply:
+            conn.abort()
+        if self._slots is not None:
+            self._slots.release()
+
+    def _idle_again(self, conn: Connection) -> None:
+        if not conn.closed:
+            self._idle.append(conn)
+
+    async def _connect(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(self.connect_timeout):
+            if self._address is None:
+                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+                if not infos:
+                    raise OSError(f"cannot resolve {self.host}")
+                self._address = (infos[0][0], infos[0][4][:2])
+            family, addr = self._address
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                await loop.sock_connect(sock, addr)
+                _, conn = await loop.create_connection(
+                    lambda: Connection(self._idle_again),
+                    sock=sock,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None,
+                )
+            except BaseException:
+                sock.close()
+                raise
+        self._all = {c for c in self._all if not c.closed}
+        self._all.add(conn)
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._all:
+            conn.abort()
+        self._all.clear()
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the transports finish closing

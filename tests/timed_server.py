@@ -1,0 +1,170 @@
+"""A streaming server that writes every token at a known instant and keeps the truth, fast enough for 2,000 req/s.
+
+A bare asyncio protocol (HTTP/1.1 keep-alive, chunked SSE, uvloop) on its own core: a request's first token is due
+`--ttft` after its body was read, then one every `--gap` seconds, `max_tokens` of them (at most `--tokens`).  One
+loop spins over a heap of due writes, so every write leaves within microseconds of its instant; the server stamps
+time.perf_counter() (CLOCK_MONOTONIC, shared by every process) when it read each request and just before each token
+write.  On SIGTERM it saves that truth to `--truth FILE` (.npz: the prompt's crc32, read time, write times) and exits.
+
+Run as `python -m tests.timed_server --truth FILE`; it prints "listening on PORT".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import signal
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+MODELS = orjson.dumps({"object": "list", "data": [{"id": "timed", "object": "model"}]})
+EVENT = b'data: {"id":"cmpl-1","object":"text_completion","created":0,"model":"timed","choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null}]}\n\n'  # noqa: E501
+OK_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+TOKEN = b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@dataclass
+class Stream:
+    """One request's reply in progress, and its truth."""
+
+    transport: asyncio.Transport
+    key: int
+    read_at: float
+    tokens: int
+    prompt_tokens: int
+    writes: list[float] = field(default_factory=list)
+
+
+class Server:
+    """The due writes of every stream, and the truth of every finished one."""
+
+    def __init__(self, ttft: float, gap: float, max_tokens: int) -> None:
+        self.ttft, self.gap, self.max_tokens = ttft, gap, max_tokens
+        self.due: list[tuple[float, int, Stream]] = []
+        self.serial = 0
+        self.done: list[Stream] = []
+        self.late: list[float] = []  # write stamp - due time, every token
+
+    def start(self, transport: asyncio.Transport, body: bytes, read_at: float) -> None:
+        req = orjson.loads(body)
+        prompt = req.get("prompt") or req["messages"][-1]["content"]
+        n = max(1, min(int(req.get("max_tokens") or self.max_tokens), self.max_tokens))
+        stream = Stream(transport, zlib.crc32(prompt.encode()), read_at, n, len(prompt.split()))
+        transport.write(HEAD)
+        self._push(read_at + self.ttft, stream)
+
+    def _push(self, at: float, stream: Stream) -> None:
+        self.serial += 1
+        heapq.heappush(self.due, (at, self.serial, stream))
+
+    def write_due(self) -> None:
+        due, perf = self.due, time.perf_counter
+        while due and due[0][0] <= perf():
+            at, _, stream = heapq.heappop(due)
+            if stream.transport.is_closing():
+                continue
+            now = perf()
+            stream.transport.write(TOKEN)
+            stream.writes.append(now)
+            self.late.append(now - at)
+            if len(stream.writes) < stream.tokens:
+                self._push(at + self.gap, stream)
+            else:
+                usage = {"prompt_tokens": stream.prompt_tokens, "completion_tokens": stream.tokens}
+                tail = b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\ndata: [DONE]\n\n"
+                stream.transport.write(_chunk(tail) + b"0\r\n\r\n")
+                self.done.append(stream)
+
+    def save(self, path: Path) -> None:
+        k = self.max_tokens
+        writes = np.full((len(self.done), k), np.nan)
+        for i, s in enumerate(self.done):
+            writes[i, : len(s.writes)] = s.writes
+        np.savez(
+            path,
+            key=np.array([s.key for s in self.done], dtype=np.uint32),
+            read_at=np.array([s.read_at for s in self.done]),
+            writes=writes,
+            late=np.array(self.late),
+        )
+
+
+class Connection(asyncio.Protocol):
+    """HTTP/1.1 keep-alive: a POST with Content-Length starts a stream; GET /v1/models answers the model."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].lower()
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                if line.startswith(b"content-length:"):
+                    length = int(line[15:])
+            if len(self.buf) < end + 4 + length:
+                return
+            read_at = time.perf_counter()
+            body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+            assert self.transport is not None
+            line = head.split(b"\r\n", 1)[0]
+            if line.startswith((b"post /v1/completions ", b"post /v1/chat/completions ")):
+                self.server.start(self.transport, body, read_at)
+            elif line.startswith(b"get /v1/models "):
+                self.transport.write(OK_JSON % (len(MODELS), MODELS))
+            else:
+                self.transport.write(NOT_FOUND)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    server = Server(args.ttft, args.gap, args.tokens)
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(lambda: Connection(server), "127.0.0.1", args.port, backlog=4096)
+    print(f"listening on {listener.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    while not stop.is_set():  # spin: this process has a core to itself, and every write leaves on time
+        server.write_due()
+        await asyncio.sleep(0)
+    listener.close()
+    server.save(args.truth)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--truth", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ttft", type=float, default=0.005)
+    parser.add_argument("--gap", type=float, default=0.005)
+    parser.add_argument("--tokens", type=int, default=32)
+    args = parser.parse_args()
+    import uvloop
+
+    uvloop.run(serve(args))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
