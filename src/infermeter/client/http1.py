@@ -15,7 +15,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 MAX_HEAD = 65536  # a response head larger than this is not a server speaking HTTP to us
@@ -282,7 +282,7 @@ class Pool:
         self._idle: list[Connection] = []
         self._all: set[Connection] = set()
         self._slots = asyncio.Semaphore(limit) if limit > 0 else None
-        self._address: tuple[int, tuple[str, int]] | None = None  # resolved once: (family, sockaddr)
+        self._address: tuple[int, tuple[Any, ...]] | None = None  # resolved once: (family, sockaddr)
 
     async def acquire(self) -> Connection:
         """An idle kept-alive connection, or a new one (OSError, TimeoutError on failure to connect)."""
@@ -318,7 +318,7 @@ class Pool:
                 infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
                 if not infos:
                     raise OSError(f"cannot resolve {self.host}")
-                self._address = (infos[0][0], infos[0][4][:2])
+                self._address = (infos[0][0], tuple(infos[0][4]))
             family, addr = self._address
             sock = socket.socket(family, socket.SOCK_STREAM)
             try:

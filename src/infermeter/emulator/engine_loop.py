@@ -64,14 +64,27 @@ class Handle:
 
     req: EngineRequest
     received: float
-    queue: asyncio.Queue[float | None] = field(default_factory=asyncio.Queue)
     direct: Callable[[float | None], None] | None = None
+    _queue: asyncio.Queue[float | None] | None = None
+
+    @property
+    def queue(self) -> asyncio.Queue[float | None]:
+        """The tokens for a handler task to take (made when first asked for: a direct stream never needs one)."""
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        return self._queue
 
     def deliver(self, t: float | None) -> None:
         if self.direct is not None:
             self.direct(t)
         else:
             self.queue.put_nowait(t)
+
+    def take_direct(self, direct: Callable[[float | None], None]) -> None:
+        """From now on hand tokens to `direct`, first those already queued."""
+        while self._queue is not None and not self._queue.empty():
+            direct(self._queue.get_nowait())
+        self.direct = direct
 
 
 @dataclass
