@@ -19,7 +19,7 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -354,13 +354,117 @@ def read_records(run_dir: Path) -> pa.Table:
                 raise UserError(f"{parquet} lacks the record field(s) {', '.join(missing)}: it is not infermeter's")
             return table.select(SCHEMA.names).cast(SCHEMA)
         except (pa.ArrowException, OSError, ValueError) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise UserError(f"{parquet} is unreadable ({reason}): the run's records are damaged") from None
+            raise _damaged(parquet, exc) from None
     journal = run_dir / JOURNAL
     if journal.is_file():
         table = _read_journal(journal)
         return pa.concat_tables([table, _unrecorded(run_dir, table)])
     raise UserError(f"{run_dir} holds no records ({RECORDS} is missing)")
+
+
+def _damaged(parquet: Path, exc: Exception) -> UserError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return UserError(f"{parquet} is unreadable ({reason}): the run's records are damaged")
+
+
+class RecordsFile:
+    """A sealed run's records.parquet, opened (its footer read, its fields checked) to read one field at a time:
+    a metric reads only the columns it needs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            # read a page at a time (not a whole column chunk first): the peak stays near the data itself
+            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+            names = set(self.file.schema_arrow.names)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _damaged(path, exc) from None
+        missing = [n for n in SCHEMA.names if n not in names and n not in LATER_FIELDS]
+        if missing:
+            raise UserError(f"{path} lacks the record field(s) {', '.join(missing)}: it is not infermeter's")
+        self.names = names
+        self.rows = self.file.metadata.num_rows
+
+    @classmethod
+    def of_run(cls, run_dir: Path) -> RecordsFile | None:
+        """The run directory's records.parquet, or None when the run never closed (`read_records` then reads its
+        journal); the errors of `read_records` when there is neither."""
+        if not run_dir.is_dir():
+            raise UserError(f"run directory {run_dir} does not exist")
+        if (run_dir / RECORDS).is_file():
+            return cls(run_dir / RECORDS)
+        if (run_dir / JOURNAL).is_file():
+            return None
+        raise UserError(f"{run_dir} holds no records ({RECORDS} is missing)")
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        """One field in the contract's type (nulls for a field written before it existed); damage is a UserError."""
+        kind = SCHEMA.field(name).type
+        if name not in self.names:
+            return pa.chunked_array([pa.nulls(self.rows, kind)])
+        try:
+            col = self.file.read(columns=[name]).column(0)
+            col = col if col.type == kind else col.cast(kind)
+            col.validate(full=True)
+            return col
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _damaged(self.path, exc) from None
+
+    def room(self, name: str) -> int:
+        """At least the number of values a list field holds (the file's count of its entries, null or empty lists
+        included): room enough to read them into."""
+        meta = self.file.metadata
+        leaf = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] == name]
+        return sum(meta.row_group(g).column(leaf[0]).num_values for g in range(meta.num_row_groups)) if leaf else 0
+
+    def list_batches(self, name: str, rows: int = 4096) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """A list field a batch of rows at a time: (each row's length, 0 for a null; the rows' values in order, a view
+        valid until the next batch).  Reading stops where the caller stops."""
+        if name not in self.names:
+            yield (
+                np.zeros(self.rows, dtype=np.int64),
+                np.zeros(0, dtype=SCHEMA.field(name).type.value_type.to_pandas_dtype()),
+            )
+            return
+        row = 0
+        try:
+            for batch in self.file.iter_batches(batch_size=rows, columns=[name]):
+                batch.validate(full=True)
+                col = batch.column(0)
+                lengths = col.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                row += len(lengths)
+                if row > self.rows:
+                    raise ValueError(f"{name} has more rows than the file's {self.rows}")
+                yield lengths, col.flatten().to_numpy(zero_copy_only=False)
+        except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+            raise _damaged(self.path, exc) from None
+        if row != self.rows:
+            raise _damaged(self.path, ValueError(f"{name} has {row} rows, not {self.rows}"))
+
+    def lists(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A list field whole: (each row's length, every value in row order), read into one array a batch at a time
+        (no second copy of the values is ever held)."""
+        lengths = np.zeros(self.rows, dtype=np.int64)
+        values = np.empty(self.room(name), dtype=SCHEMA.field(name).type.value_type.to_pandas_dtype())
+        row = filled = 0
+        for part, flat in self.list_batches(name):
+            if filled + len(flat) > len(values):
+                raise _damaged(self.path, ValueError(f"{name} holds more values than the file's metadata says"))
+            values[filled : filled + len(flat)] = flat
+            lengths[row : row + len(part)] = part
+            filled, row = filled + len(flat), row + len(part)
+        return lengths, values[:filled]
+
+    def valid_batches(self, name: str, rows: int = 4096) -> Iterator[np.ndarray]:
+        """Which rows of a field are not null, a batch of rows at a time (to stop reading once the answer is known)."""
+        if name not in self.names:
+            yield np.zeros(self.rows, dtype=bool)
+            return
+        try:
+            for batch in self.file.iter_batches(batch_size=rows, columns=[name]):
+                yield batch.column(0).is_valid().to_numpy(zero_copy_only=False)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _damaged(self.path, exc) from None
 
 
 def _conformed(table: pa.Table) -> pa.Table:

@@ -10,29 +10,28 @@ from pathlib import Path
 from typing import Any
 
 import typer
+import typer.main
 from rich.console import Console
 
 from infermeter import secrets
-from infermeter.cli import options as opt
+from infermeter.cli.lazy import LazyGroup
 from infermeter.errors import ExitCode, Stopped, UserError
-from infermeter.records import (
-    JOURNAL,
-    LEDGER,
-    RECORDS,
-    RUN_JSON,
-    SUMMARY,
-    holds_run,
-)
-
-REQUESTS = opt.integer(1, opt.MAX_REQUESTS)
-
 
 app = typer.Typer(
+    cls=LazyGroup,  # a command's module loads when the command runs (cli.lazy)
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Benchmark LLM inference servers: exact latency metrics, user-experience scores, an engine wind tunnel.",
 )
+LazyGroup.typer_app = app
+
+
+def command_group() -> LazyGroup:
+    """The click group `infermeter` runs: what typer makes of the app, every command listed, none imported."""
+    group = typer.main.get_group(app)
+    assert isinstance(group, LazyGroup)
+    return group
 
 
 err = Console(stderr=True)
@@ -51,6 +50,8 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 
 def refuse_existing_run(out: Path) -> None:
     """Commands that write one run directory never write over another run."""
+    from infermeter.records import holds_run
+
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file: give a directory for the run")
     if holds_run(out):
@@ -59,6 +60,8 @@ def refuse_existing_run(out: Path) -> None:
 
 def refuse_run_file(out: Path) -> None:
     """Commands that write one file never write over a file of a run directory."""
+    from infermeter.records import JOURNAL, LEDGER, RECORDS, RUN_JSON, SUMMARY, holds_run
+
     if out.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and holds_run(out.parent):
         raise UserError(f"--out {out} is a file of the run in {out.parent}: choose another file")
 

@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 
 from infermeter import secrets
-from infermeter.cli.app import app, err
+from infermeter.cli.app import command_group, err
 from infermeter.errors import ExitCode, Stopped, UserError
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(ValueError):  # not the main thread (tests calling main in-process)
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        code = app(args=argv, prog_name="infermeter", standalone_mode=False)
+        code = command_group()(args=argv, prog_name="infermeter", standalone_mode=False)
     except UserError as exc:
         say(f"error: {exc}")
         sys.exit(ExitCode.USAGE)

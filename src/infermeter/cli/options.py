@@ -14,11 +14,10 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 import typer
 
 from infermeter.config import checks
-from infermeter.config.run import Load, Objectives, Scale, Target
-from infermeter.config.run import Workload as WorkloadSection
 from infermeter.config.section import Flag, Section
-from infermeter.engine.registry import SCHEDULERS
-from infermeter.workload.distributions import MAX_LENGTH
+from infermeter.config.sections import Load, Objectives, Scale, Target
+from infermeter.config.sections import Workload as WorkloadSection
+from infermeter.workload.limits import MAX_LENGTH
 
 T = TypeVar("T")
 
@@ -75,6 +74,7 @@ report_file = parser(checks.report_file)
 existing_file = parser(checks.existing_file)
 env_name = parser(checks.env_name)
 RATE = parser(checks.RATE)
+REQUESTS = integer(1, MAX_REQUESTS)
 SLO = parser(checks.SLO)
 DEADLINES = parser(checks.DEADLINES)
 WORKLOAD = parser(checks.WORKLOAD)
@@ -211,7 +211,6 @@ CapacitySlo = Annotated[
         parser=parser(checks.CAPACITY_SLO),
     ),
 ]
-Scheduler = Annotated[str | None, typer.Option(help=", ".join(SCHEDULERS), parser=choice(*SCHEDULERS))]
 EmulatorConfigFile = Annotated[
     Path | None, typer.Option(help="emulator config YAML/JSON (runs without --url)", parser=EMULATOR_CONFIG_FILE)
 ]
@@ -224,7 +223,6 @@ ScenarioFile = Annotated[
     ),
 ]
 Progress = Annotated[bool, typer.Option(help="show live progress")]
-EngineScheduler = Annotated[str, typer.Option("--scheduler", help=", ".join(SCHEDULERS), parser=choice(*SCHEDULERS))]
 Bins = Annotated[int | None, typer.Option(help="K bins of multi_bin_dynamic (default 4)", parser=integer(1, 1024))]
 BinKey = Annotated[
     str | None,
@@ -258,3 +256,20 @@ Markdown = Annotated[
     Path | None,
     typer.Option("--markdown", help="also write the full report (Appendix C.2) as Markdown", parser=report_file),
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Options naming the engine's schedulers: the registry (and the engine model) loads only for a command that
+    takes one."""
+    if name not in ("Scheduler", "EngineScheduler"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from infermeter.engine.registry import SCHEDULERS
+
+    names = {"help": ", ".join(SCHEDULERS), "parser": choice(*SCHEDULERS)}
+    value = (
+        Annotated[str | None, typer.Option(**names)]
+        if name == "Scheduler"
+        else Annotated[str, typer.Option("--scheduler", **names)]
+    )
+    globals()[name] = value
+    return value

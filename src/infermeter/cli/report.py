@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import about, app, err
 from infermeter.errors import UserError
-from infermeter.metrics import RecordColumns, Summary, summarize
-from infermeter.metrics.fluidity import parse_deadlines
-from infermeter.metrics.goodput import parse_slo
-from infermeter.metrics.summary_model import parse_summary
-from infermeter.records import (
-    NOT_RECORDED,
-    SUMMARY,
-    RunInfo,
-    is_sealed,
-    read_run_info,
-)
-from infermeter.report.console import comparison_table, full_report, sim_table
 from infermeter.suites.framework import SUITE_JSON
+
+if TYPE_CHECKING:
+    from infermeter.metrics.summary_model import Summary
+    from infermeter.run_info import RunInfo
 
 
 @app.command()
@@ -44,6 +35,11 @@ def report(
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated), or print a test suite's
     report again; --html / --markdown also write the full report with its plots."""
+    from infermeter.metrics import RecordColumns, summarize
+    from infermeter.metrics.fluidity import parse_deadlines
+    from infermeter.metrics.goodput import parse_slo
+    from infermeter.records import NOT_RECORDED, is_sealed, read_run_info
+
     if len(run_dirs) == 1 and (run_dirs[0] / SUITE_JSON).is_file():
         _suite_report(run_dirs[0], html, markdown)
         return
@@ -61,7 +57,9 @@ def report(
         option = itl_option or info.itl_option
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)
         spec = deadlines if deadlines is not None else info.deadlines
-        summary = summarize(cols, option, bounds, parse_deadlines(spec) if spec else None)  # type: ignore[arg-type]
+        wanted = parse_deadlines(spec) if spec else None
+        with about("run_dirs"):  # the records are read as the metrics need them: damage shows here
+            summary = summarize(cols, option, bounds, wanted)  # type: ignore[arg-type]
         _stored_blocks(summary, stored, info)
         if not is_sealed(run_dir):
             lost = int(sum(e.startswith(NOT_RECORDED) for e in cols.error.tolist()))
@@ -70,7 +68,10 @@ def report(
                 f"its journal, {lost} of them sent with no outcome recorded"
             )
         results.append((run_dir, info, summary))
+        last_cols = cols
     if json:
+        import orjson
+
         payload: Any = (
             results[0][2].model_dump(mode="json")
             if len(results) == 1
@@ -78,6 +79,8 @@ def report(
         )
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
+    from infermeter.report.console import comparison_table, full_report, sim_table
+
     if len(results) > 1:
         print(comparison_table([(d.name or str(d), s) for d, _, s in results]))
         return
@@ -89,7 +92,8 @@ def report(
     if html or markdown:
         from infermeter.report.documents import run_document
 
-        doc = run_document(run_dir, info, summary, RecordColumns.of_run(run_dir, info))
+        with about("run_dirs"):
+            doc = run_document(run_dir, info, summary, last_cols)
         write_documents(doc, html, markdown)
 
 
@@ -105,6 +109,7 @@ def write_documents(doc: Any, html: Path | None, markdown: Path | None) -> None:
 
 def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> None:
     """A finished suite's report again, from its suite.json and its runs' run.json."""
+    from infermeter.records import read_run_info
     from infermeter.report.documents import suite_document
     from infermeter.report.suite import suite_report
     from infermeter.suites.execute import load_result
@@ -120,6 +125,11 @@ def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> 
 def _stored_summary(run_dir: Path) -> Summary | None:
     """The run's summary.json as written (any version), or None when the run left none; a damaged one is a
     one-line error."""
+    import orjson
+
+    from infermeter.metrics.summary_model import parse_summary
+    from infermeter.records import SUMMARY
+
     path = run_dir / SUMMARY
     if not path.is_file():
         return None

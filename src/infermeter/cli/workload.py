@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import REQUESTS, app, err, refuse_run_file
+from infermeter.cli.app import app, err, refuse_run_file
 from infermeter.errors import UserError
 from infermeter.report.tables import grid
 from infermeter.workload.build import arrival_spec, build_requests
@@ -24,7 +24,7 @@ def workload(
         str, typer.Argument(help="standard workload name or a YAML/JSON workload file", parser=opt.WORKLOAD)
     ],
     requests: Annotated[
-        int, typer.Option("--requests", "-n", help="how many requests to draw", parser=REQUESTS)
+        int, typer.Option("--requests", "-n", help="how many requests to draw", parser=opt.REQUESTS)
     ] = 1000,
     seed: opt.Seed = 42,
     out: Annotated[

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from infermeter.records import SCHEMA, RequestRecord, read_records, read_run_info, records_to_table
+from infermeter.records import SCHEMA, RecordsFile, RequestRecord, read_records, read_run_info, records_to_table
 from infermeter.run_info import RunInfo, Tokenizer
 
 Counting = Literal["A", "B"]  # the IETF draft's token counting options: A native (the server's), B reference
+
+
+BLOCK_VALUES = 1 << 20  # values per block of requests in blockwise passes: temporaries stay small
 
 
 @dataclass(frozen=True)
@@ -34,11 +40,13 @@ class Ragged:
         return cls(offsets, values)
 
     @classmethod
-    def from_arrow(cls, column: pa.ChunkedArray | pa.Array, dtype: type = np.float64) -> Ragged:
+    def from_arrow(cls, column: pa.ChunkedArray | pa.Array, dtype: type | None = np.float64) -> Ragged:
+        """A list column's values as they are (no copy when the column is one chunk without null values), cast to
+        `dtype` unless it is None."""
         arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         lengths = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        values = arr.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-        return cls.from_lengths(lengths, values)
+        values = arr.flatten().to_numpy(zero_copy_only=False)
+        return cls.from_lengths(lengths, values if dtype is None else values.astype(dtype, copy=False))
 
     def owner(self) -> np.ndarray:
         """Index of the request each value belongs to."""
@@ -48,12 +56,13 @@ class Ragged:
         """Drop the values of requests where mask is False (their lists become empty)."""
         if mask.all():
             return self
-        return self.select(np.repeat(mask, self.lengths))
+        lengths = np.where(mask, self.lengths, 0)
+        return Ragged.from_lengths(lengths, self.values[: self.offsets[-1]][np.repeat(mask, self.lengths)])
 
     def select(self, value_mask: np.ndarray) -> Ragged:
         """Keep only the values where value_mask is True, each still owned by its request."""
-        kept = segment_sum(value_mask.astype(np.int64), self.offsets)
-        return Ragged.from_lengths(kept, self.values[value_mask])
+        kept = segment_sum(value_mask, self.offsets)
+        return Ragged.from_lengths(kept, self.values[: self.offsets[-1]][value_mask[: self.offsets[-1]]])
 
     def first(self, fill: float = np.nan) -> np.ndarray:
         out = np.full(len(self.offsets) - 1, fill, dtype=float)
@@ -67,20 +76,62 @@ class Ragged:
         out[has] = self.values[self.offsets[1:][has] - 1]
         return out
 
-    def diffs(self) -> Ragged:
-        """Consecutive differences within each request (k values give k - 1 differences)."""
+    def diffs(self, keep: np.ndarray | None = None) -> Ragged:
+        """Consecutive differences within each request (k values give k - 1 differences); with `keep`, only those
+        of the requests where it holds (the others get none).  Computed a block of requests at a time."""
         lengths = self.lengths
-        if len(self.values) == 0:
-            return Ragged.from_lengths(np.zeros_like(lengths), np.zeros(0))
-        d = np.diff(self.values)
-        within = np.ones(len(d), dtype=bool)
-        starts = self.offsets[1:-1]
-        within[starts[(starts > 0) & (starts < len(self.values))] - 1] = False
-        return Ragged.from_lengths(np.maximum(lengths - 1, 0), d[within])
+        out_lengths = np.maximum(lengths - 1, 0)
+        if keep is not None:
+            out_lengths[~keep] = 0
+        out = Ragged.from_lengths(out_lengths, np.empty(int(out_lengths.sum()), dtype=self.values.dtype))
+        spans = blocks(self.offsets)
+        widest = max((int(self.offsets[b] - self.offsets[a]) for a, b in spans), default=0)
+        scratch, take = np.empty(widest, dtype=self.values.dtype), np.empty(widest, dtype=bool)  # reused per block
+        for a, b in spans:
+            lo, hi = self.offsets[a], self.offsets[b]
+            if hi - lo < 2:
+                continue
+            d, t = scratch[: hi - lo - 1], take[: hi - lo - 1]
+            np.subtract(self.values[lo + 1 : hi], self.values[lo : hi - 1], out=d)
+            if keep is None:
+                t[:] = True
+            else:
+                t[:] = np.repeat(keep[a:b], lengths[a:b])[:-1]
+            starts = self.offsets[a + 1 : b]
+            t[starts[(starts > lo) & (starts < hi)] - lo - 1] = False  # one request's last, the next one's first
+            np.compress(t, d, out=out.values[out.offsets[a] : out.offsets[b]])
+        return out
+
+
+def blocks(offsets: np.ndarray, size: int | None = None) -> list[tuple[int, int]]:
+    """Ranges [a, b) of requests holding about `size` values each (BLOCK_VALUES; one request may hold more)."""
+    size = size or BLOCK_VALUES
+    n = len(offsets) - 1
+    if n == 0:
+        return []
+    cuts = np.searchsorted(offsets, np.arange(size, int(offsets[-1]), size), side="right") - 1
+    edges = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    return [(a, b) for a, b in itertools.pairwise(edges.tolist()) if b > a]
+
+
+def distinct(labels: np.ndarray) -> list[str]:
+    """The sorted distinct labels of an object array, read a block at a time (no list of every label at once)."""
+    found: set[str] = set()
+    for start in range(0, len(labels), BLOCK_VALUES):
+        found.update(labels[start : start + BLOCK_VALUES].tolist())
+    return sorted(found)
 
 
 def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Sum of each request's values, by differences of one cumulative sum."""
+    """Sum of each request's values: counts (booleans, integers) one reduction per request; floats by differences
+    of one cumulative sum, as the summaries have always added them."""
+    if values.dtype.kind in "biu":
+        lengths = np.diff(offsets)
+        out = np.zeros(len(lengths), dtype=np.int64)
+        has = lengths > 0
+        if has.any():
+            out[has] = np.add.reduceat(values[: offsets[-1]], offsets[:-1][has], dtype=np.int64)
+        return out
     cs = np.zeros(len(values) + 1, dtype=np.result_type(values.dtype, np.int64))
     np.cumsum(values, out=cs[1:])
     return cs[offsets[1:]] - cs[offsets[:-1]]
@@ -91,7 +142,7 @@ def segment_max(values: np.ndarray, offsets: np.ndarray, fill: float = np.nan) -
     out = np.full(len(lengths), fill, dtype=float)
     has = lengths > 0
     if has.any():
-        out[has] = np.maximum.reduceat(values, offsets[:-1][has])
+        out[has] = np.maximum.reduceat(values[: offsets[-1]], offsets[:-1][has])
     return out
 
 
@@ -107,6 +158,9 @@ class RecordColumns:
     `input_tokens` / `output_tokens` are the counts the metrics use, by `counting`: the records' server-reported
     counts (option A), or their counts under the run's reference tokenizer (option B), the server's where a record
     has none (older runs, simulated ones).  Both are kept: `server_*` and `ref_*` (-1 where there is none).
+
+    Built from a table or a run directory, a field is read and converted the first time it is used: a summary
+    that needs no chunk or server times never reads them, and list fields stay in Arrow's buffers (no copy).
     """
 
     request_id: np.ndarray
@@ -136,61 +190,95 @@ class RecordColumns:
     def n(self) -> int:
         return len(self.request_id)
 
-    @property
+    @functools.cached_property
     def ok(self) -> np.ndarray:
         return self.status == "ok"
+
+    def __getattr__(self, name: str) -> object:
+        """A field not read yet: read it from the table or file the columns were made from."""
+        source = self.__dict__.get("_source")
+        make = _FIELDS.get(name)
+        if source is None or make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make(source, self.counting)
+        object.__setattr__(self, name, value)
+        return value
+
+    def list_blocks(self, name: str) -> Iterator[tuple[int, Ragged]]:
+        """A list field (token_times, chunk_times, chunk_tokens, server_token_times) a block of requests at a time,
+        as (its first request, the block): from the field when it is read already, else streamed from the records
+        without being kept."""
+        field = _LISTS[name]
+        if field in self.__dict__ or "_source" not in self.__dict__:
+            whole: Ragged = getattr(self, field)
+            for a, b in blocks(whole.offsets):
+                lo, hi = whole.offsets[a], whole.offsets[b]
+                yield a, Ragged(whole.offsets[a : b + 1] - lo, whole.values[lo:hi])
+            return
+        start = 0
+        for lengths, values in self.__dict__["_source"].list_batches(name):
+            yield start, Ragged.from_lengths(lengths, values)
+            start += len(lengths)
+
+    def token_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's first and last token time (NaN without tokens)."""
+        if "_token_ends" not in self.__dict__:
+            if "tokens" in self.__dict__ or "_source" not in self.__dict__:
+                object.__setattr__(self, "_token_ends", (self.tokens.first(), self.tokens.last()))
+            else:
+                self._stream_tokens()
+        return self.__dict__["_token_ends"]  # type: ignore[no-any-return]
+
+    def token_gaps(self) -> Ragged:
+        """ITL option B's samples: the differences of consecutive token times within each ok request."""
+        if "_token_gaps" not in self.__dict__:
+            if "tokens" in self.__dict__ or "_source" not in self.__dict__:
+                object.__setattr__(self, "_token_gaps", self.tokens.diffs(self.ok))
+            else:
+                self._stream_tokens()
+        return self.__dict__["_token_gaps"]  # type: ignore[no-any-return]
+
+    def _stream_tokens(self) -> None:
+        """token_ends and token_gaps in one pass over the records' token times, which are not kept (a summary needs
+        no more of them)."""
+        source, n, ok = self.__dict__["_source"], self.n, self.ok
+        first, last = np.full(n, np.nan), np.full(n, np.nan)
+        gaps = np.empty(source.room("token_times"))
+        gap_lengths = np.zeros(n, dtype=np.int64)
+        filled = 0
+        for start, part in self.list_blocks("token_times"):
+            end = start + len(part.offsets) - 1
+            first[start:end], last[start:end] = part.first(), part.last()
+            d = part.diffs(ok[start:end])
+            gaps[filled : filled + len(d.values)] = d.values
+            gap_lengths[start:end] = d.lengths
+            filled += len(d.values)
+        object.__setattr__(self, "_token_ends", (first, last))
+        object.__setattr__(self, "_token_gaps", Ragged.from_lengths(gap_lengths, gaps[:filled]))
+
+    def any_server_times(self, mask: np.ndarray) -> bool:
+        """Whether any request where mask holds carries server-reported token times (reads no more of the field
+        than it takes to find one)."""
+        if "has_server" in self.__dict__ or "_source" not in self.__dict__:
+            return bool(np.any(self.has_server & mask))
+        start = 0
+        for valid in self.__dict__["_source"].valid_batches("server_token_times"):
+            if np.any(valid & mask[start : start + len(valid)]):
+                return True
+            start += len(valid)
+        return False
+
+    @classmethod
+    def _lazy(cls, source: _Source, counting: Counting) -> RecordColumns:
+        cols = object.__new__(cls)
+        object.__setattr__(cols, "_source", source)
+        object.__setattr__(cols, "counting", counting)
+        return cols
 
     @classmethod
     def from_table(cls, table: pa.Table, counting: Counting = "A") -> RecordColumns:
         """Columns whose token counts follow `counting` (a run's: `counting_of(info.tokenizer)`)."""
-        t = table.select(SCHEMA.names)
-
-        def num(name: str, dtype: type) -> np.ndarray:
-            return t.column(name).to_numpy().astype(dtype, copy=False)
-
-        def reported(name: str) -> np.ndarray:
-            return t.column(name).cast(pa.float64()).to_numpy()
-
-        def strings(name: str) -> np.ndarray:
-            col = t.column(name).combine_chunks().dictionary_encode()
-            labels = np.asarray(col.dictionary.to_pylist(), dtype=object)
-            return (
-                labels[col.indices.fill_null(0).to_numpy(zero_copy_only=False)]
-                if len(labels)
-                else np.full(len(col), "", dtype=object)
-            )
-
-        server_col = t.column("server_token_times").combine_chunks()
-        ref_in, ref_out = t.column("ref_input_tokens"), t.column("ref_output_tokens")
-        if counting == "B":
-            used_in = pc.coalesce(ref_in, t.column("input_tokens")).to_numpy().astype(np.int64)
-            used_out = pc.coalesce(ref_out, t.column("output_tokens")).to_numpy().astype(np.int64)
-        else:  # never null: the server's usage, else what the client knew (the built length, the streamed events)
-            used_in, used_out = num("input_tokens", np.int64), num("output_tokens", np.int64)
-        return cls(
-            request_id=num("request_id", np.int64),
-            request_class=strings("request_class"),
-            input_tokens=used_in,
-            output_tokens=used_out,
-            max_tokens=num("max_tokens", np.int64),
-            scheduled_at=num("scheduled_at", np.float64),
-            submitted_at=num("submitted_at", np.float64),
-            tokens=Ragged.from_arrow(t.column("token_times")),
-            chunks=Ragged.from_arrow(t.column("chunk_times")),
-            chunk_tokens=Ragged.from_arrow(t.column("chunk_tokens"), np.int64),
-            server=Ragged.from_arrow(server_col),
-            has_server=server_col.is_valid().to_numpy(zero_copy_only=False),
-            status=strings("status"),
-            error=strings("error"),
-            cached_tokens=reported("cached_tokens"),
-            server_prefill_s=reported("server_prefill_s"),
-            server_decode_s=reported("server_decode_s"),
-            server_input_tokens=num("input_tokens", np.int64),
-            server_output_tokens=num("output_tokens", np.int64),
-            ref_input_tokens=ref_in.fill_null(-1).to_numpy().astype(np.int64),
-            ref_output_tokens=ref_out.fill_null(-1).to_numpy().astype(np.int64),
-            counting=counting,
-        )
+        return cls._lazy(_TableSource(table.select(SCHEMA.names)), counting)
 
     @classmethod
     def from_records(cls, records: list[RequestRecord], counting: Counting = "A") -> RecordColumns:
@@ -198,6 +286,126 @@ class RecordColumns:
 
     @classmethod
     def of_run(cls, run_dir: Path, info: RunInfo | None = None) -> RecordColumns:
-        """A run directory's records, their tokens counted as its run.json declares."""
+        """A run directory's records, their tokens counted as its run.json declares.  A sealed run's fields are read
+        from records.parquet as they are used (a damaged one raises UserError then)."""
         info = info if info is not None else read_run_info(run_dir)
-        return cls.from_table(read_records(run_dir), counting_of(info.tokenizer))
+        counting = counting_of(info.tokenizer)
+        file = RecordsFile.of_run(run_dir)
+        if file is None:
+            return cls.from_table(read_records(run_dir), counting)
+        return cls._lazy(file, counting)
+
+
+class _Source(Protocol):
+    """Where RecordColumns reads a field: an in-memory table, or a RecordsFile."""
+
+    def column(self, name: str) -> pa.ChunkedArray: ...
+
+    def lists(self, name: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def list_batches(self, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
+
+    def room(self, name: str) -> int: ...
+
+    def valid_batches(self, name: str) -> Iterator[np.ndarray]: ...
+
+
+class _TableSource:
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        return self.table.column(name)
+
+    def lists(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        arr = self.table.column(name).combine_chunks()
+        lengths = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return lengths, arr.flatten().to_numpy(zero_copy_only=False)
+
+    def list_batches(self, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        yield self.lists(name)
+
+    def room(self, name: str) -> int:
+        return int(pc.sum(pc.list_value_length(self.table.column(name))).as_py() or 0)
+
+    def valid_batches(self, name: str) -> Iterator[np.ndarray]:
+        yield self.table.column(name).is_valid().to_numpy(zero_copy_only=False)
+
+
+def _num(name: str, dtype: type) -> Callable[[_Source, Counting], np.ndarray]:
+    return lambda src, _: src.column(name).to_numpy().astype(dtype, copy=False)
+
+
+def _reported(name: str) -> Callable[[_Source, Counting], np.ndarray]:
+    return lambda src, _: src.column(name).cast(pa.float64()).to_numpy()
+
+
+def _strings(name: str) -> Callable[[_Source, Counting], np.ndarray]:
+    def make(src: _Source, _: Counting) -> np.ndarray:
+        col = src.column(name).combine_chunks().dictionary_encode()
+        labels = np.asarray(col.dictionary.to_pylist(), dtype=object)
+        if not len(labels):
+            return np.full(len(col), "", dtype=object)
+        return labels[col.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+
+    return make
+
+
+def _ref(name: str) -> Callable[[_Source, Counting], np.ndarray]:
+    return lambda src, _: src.column(name).fill_null(-1).to_numpy().astype(np.int64)
+
+
+def _used(name: str) -> Callable[[_Source, Counting], np.ndarray]:
+    """The count the metrics use: the reference tokenizer's under option B (the server's where there is none);
+    under A the server's usage, else what the client knew (never null)."""
+
+    def make(src: _Source, counting: Counting) -> np.ndarray:
+        if counting == "B":
+            return pc.coalesce(src.column(f"ref_{name}"), src.column(name)).to_numpy().astype(np.int64)
+        return src.column(name).to_numpy().astype(np.int64, copy=False)
+
+    return make
+
+
+def _ragged(name: str, dtype: type | None = np.float64) -> Callable[[_Source, Counting], Ragged]:
+    def make(src: _Source, _: Counting) -> Ragged:
+        lengths, values = src.lists(name)
+        return Ragged.from_lengths(lengths, values if dtype is None else values.astype(dtype, copy=False))
+
+    return make
+
+
+def _has_server(src: _Source, _: Counting) -> np.ndarray:
+    return np.concatenate(list(src.valid_batches("server_token_times")))
+
+
+_LISTS = {
+    "token_times": "tokens",
+    "chunk_times": "chunks",
+    "chunk_tokens": "chunk_tokens",
+    "server_token_times": "server",
+}
+
+_FIELDS: dict[str, Callable[[_Source, Counting], object]] = {
+    "request_id": _num("request_id", np.int64),
+    "request_class": _strings("request_class"),
+    "input_tokens": _used("input_tokens"),
+    "output_tokens": _used("output_tokens"),
+    "max_tokens": _num("max_tokens", np.int64),
+    "scheduled_at": _num("scheduled_at", np.float64),
+    "submitted_at": _num("submitted_at", np.float64),
+    "tokens": _ragged("token_times"),
+    "chunks": _ragged("chunk_times"),
+    "chunk_tokens": _ragged("chunk_tokens", None),  # int32 as stored: counts and shares only
+    "server": _ragged("server_token_times"),
+    "has_server": _has_server,
+    "status": _strings("status"),
+    "error": _strings("error"),
+    "cached_tokens": _reported("cached_tokens"),
+    "server_prefill_s": _reported("server_prefill_s"),
+    "server_decode_s": _reported("server_decode_s"),
+    "server_input_tokens": _num("input_tokens", np.int64),
+    "server_output_tokens": _num("output_tokens", np.int64),
+    "ref_input_tokens": _ref("ref_input_tokens"),
+    "ref_output_tokens": _ref("ref_output_tokens"),
+}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from infermeter.metrics.columns import distinct
+
 STARVATION_FACTOR = 5.0
 
 
@@ -19,7 +21,7 @@ def jain_index(x: np.ndarray) -> float | None:
 def starvation_rate(wait: np.ndarray, classes: np.ndarray) -> dict[str, float]:
     """Per class, the share of requests waiting longer than 5x the median wait of their class."""
     out: dict[str, float] = {}
-    for name in sorted(set(classes.tolist())):
+    for name in distinct(classes):
         w = wait[(classes == name) & np.isfinite(wait)]
         if len(w) == 0:
             continue

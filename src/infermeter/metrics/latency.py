@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 
-from infermeter.metrics.columns import Ragged, RecordColumns, segment_max, segment_sum
+from infermeter.metrics.columns import Ragged, RecordColumns, blocks, segment_max
 
 ItlOption = Literal["A", "B", "C"]
 
@@ -35,11 +35,11 @@ def content_chunks(cols: RecordColumns) -> Ragged:
 
 
 def first_token_time(cols: RecordColumns) -> np.ndarray:
-    return cols.tokens.first()
+    return cols.token_ends()[0]
 
 
 def last_token_time(cols: RecordColumns) -> np.ndarray:
-    return cols.tokens.last()
+    return cols.token_ends()[1]
 
 
 def ttft(cols: RecordColumns) -> np.ndarray:
@@ -74,8 +74,10 @@ def itl(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
     token of a chunk carries the chunk's time, so a k-token chunk adds k - 1 zero gaps.  C: gaps between the
     server-reported token times; requests without them fall back to B.
     """
+    if option == "B":
+        return cols.token_gaps()
     source = content_chunks(cols) if option == "A" else token_times(cols, option)
-    return source.keep_requests(cols.ok).diffs()
+    return source.diffs(cols.ok)
 
 
 def token_times(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
@@ -101,12 +103,31 @@ def _merge(primary: Ragged, fallback: Ragged, use_primary: np.ndarray) -> Ragged
 
 
 def jitter(samples: Ragged) -> np.ndarray:
-    """Per-request standard deviation of ITL (population form); NaN below two samples (draft 5.4.3 e)."""
+    """Per-request standard deviation of ITL (population form); NaN below two samples (draft 5.4.3 e).
+
+    A block of requests at a time, so the deviations never take a copy of every sample; the sums are differences of
+    cumulative sums carried from block to block, the very floats one cumulative sum over all samples gives."""
     counts = samples.lengths
+    var = np.full(len(counts), np.nan)
+    carried = [0.0, 0.0]  # the cumulative sums of the values and of the squared deviations, before the block
+
+    def sums(values: np.ndarray, offsets: np.ndarray, which: int) -> np.ndarray:
+        running = np.empty(len(values) + 1)
+        running[0] = carried[which]
+        running[1:] = values
+        np.cumsum(running, out=running)
+        carried[which] = float(running[-1])
+        return running[offsets[1:]] - running[offsets[:-1]]
+
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = segment_sum(samples.values, samples.offsets) / counts
-        dev = samples.values - np.repeat(np.nan_to_num(mean), counts)
-        var = segment_sum(dev * dev, samples.offsets) / counts
+        for a, b in blocks(samples.offsets):
+            lo, hi = samples.offsets[a], samples.offsets[b]
+            values, offsets, n = samples.values[lo:hi], samples.offsets[a : b + 1] - lo, counts[a:b]
+            mean = sums(values, offsets, 0) / n
+            dev = np.repeat(np.nan_to_num(mean), n)
+            np.subtract(values, dev, out=dev)
+            np.multiply(dev, dev, out=dev)
+            var[a:b] = sums(dev, offsets, 1) / n
     return np.where(counts >= 2, np.sqrt(var), np.nan)
 
 

@@ -8,6 +8,7 @@ a rank outside 1..n is reported as null (too few samples for that bound).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,39 +56,124 @@ def ci_ranks(n: int, q: float, level: float = 0.95) -> tuple[int | None, int | N
 def stats(values: np.ndarray, scale: float = 1.0) -> Stats:
     """The summary's Stats block (n, mean, std, min, max, percentiles) plus ci95 and warnings.
 
-    `scale` multiplies every reported value (1000 turns seconds into milliseconds).
+    `scale` multiplies every reported value (1000 turns seconds into milliseconds).  An array of more than BIG
+    values is summarized in one pass over it (`_one_pass`), never copied.
     """
     x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    n = len(x)
-    if n == 0:
-        return _empty()
-
-    # one partition serves every percentile, both ends and every interval bound
-    positions = {p: (n - 1) * p / 100.0 for p in PERCENTILES}
-    bounds = {p: ci_ranks(n, p / 100.0) for p in PERCENTILES}
-    kth = {0, n - 1}
-    for p, h in positions.items():
-        kth.update((int(np.floor(h)), int(np.ceil(h))))
-        kth.update(r - 1 for r in bounds[p] if r is not None)
-    part = np.partition(x, sorted(kth))
+    found = _one_pass(x) if len(x) > BIG else None
+    if found is not None:
+        n, mean, std, at = found
+    else:
+        finite = np.isfinite(x)
+        if not finite.all():
+            x = x[finite]
+        del finite
+        n = len(x)
+        if n == 0:
+            return _empty()
+        part = np.partition(x, _ranks(n))  # one partition serves every percentile, both ends and every bound
+        mean, std, at = float(x.mean()), float(x.std()), lambda r: float(part[r])
 
     values_at: dict[str, float] = {}
-    for p, h in positions.items():
+    for p in PERCENTILES:
+        h = (n - 1) * p / 100.0
         lo_i, hi_i = int(np.floor(h)), int(np.ceil(h))
-        value = part[lo_i] + (part[hi_i] - part[lo_i]) * (h - lo_i)
+        value = at(lo_i) + (at(hi_i) - at(lo_i)) * (h - lo_i)
         values_at[pkey(p)] = float(value) * scale
-    ci95 = {pkey(p): [None if r is None else float(part[r - 1]) * scale for r in bounds[p]] for p in PERCENTILES}
+    ci95 = {pkey(p): [None if r is None else at(r - 1) * scale for r in ci_ranks(n, p / 100.0)] for p in PERCENTILES}
     return Stats(
         n=n,
-        mean=float(x.mean()) * scale,
-        std=float(x.std()) * scale,
-        min=float(part[0]) * scale,
-        max=float(part[n - 1]) * scale,
+        mean=mean * scale,
+        std=std * scale,
+        min=at(0) * scale,
+        max=at(n - 1) * scale,
         **values_at,
         ci95=Ci95(**ci95),
         warnings=sample_warnings(n),
     )
+
+
+def _ranks(n: int) -> list[int]:
+    """The 0-based order statistics of n values that every percentile, both ends and every interval bound need."""
+    kth = {0, n - 1}
+    for p in PERCENTILES:
+        h = (n - 1) * p / 100.0
+        kth.update((int(np.floor(h)), int(np.ceil(h))))
+        kth.update(r - 1 for r in ci_ranks(n, p / 100.0) if r is not None)
+    return sorted(kth)
+
+
+BIG = 1 << 22  # values: above this, stats take one pass over the array instead of copies of it
+SAMPLE = 1 << 16
+BLOCK = 1 << 16  # values a pass handles at a time: a block stays in cache while every statistic reads it
+
+
+def _one_pass(x: np.ndarray) -> tuple[int, float, float, Callable[[int], float]] | None:
+    """(n, mean, std, value at a rank) of x's finite values, in one pass a block at a time; None when the sample
+    says too few are finite (stats then copies them out).
+
+    A random sample tells, for each percentile, a band of values holding every rank near it (a margin of six
+    standard deviations of its rank in the sample, far wider than the percentile's interval); the pass keeps the
+    band's values and counts those below it, so each rank is then found in its band alone.  The bands of the upper
+    percentiles reach the top (one band, about a tenth of the values).  The mean and the standard deviation come
+    from sums of deviations from the sample's median.  Should a band miss a rank after all, None as well."""
+    sample = x[np.random.default_rng(0).integers(0, len(x), SAMPLE)]
+    sample = np.sort(sample[np.isfinite(sample)])
+    if len(sample) < SAMPLE // 2:
+        return None
+    m = len(sample)
+    bands: list[list[float]] = []  # [low, high]: the values low <= v <= high
+    for p in PERCENTILES:
+        q = p / 100.0
+        margin = 6 * np.sqrt(m * q * (1 - q)) + 16
+        i, j = int(np.floor(q * m - margin)), int(np.ceil(q * m + margin))
+        low = -np.inf if i < 0 or q <= 0.25 else float(sample[i])
+        high = np.inf if j >= m or q >= 0.75 else float(sample[j])
+        if bands and low <= bands[-1][1]:
+            bands[-1][1] = max(bands[-1][1], high)
+        else:
+            bands.append([low, high])
+    center = float(sample[m // 2])
+    kept: list[list[np.ndarray]] = [[] for _ in bands]
+    below = [0] * len(bands)
+    n, s1, s2, lowest, highest = 0, 0.0, 0.0, np.inf, -np.inf
+    dev, mask, under = np.empty(BLOCK), np.empty(BLOCK, dtype=bool), np.empty(BLOCK, dtype=bool)
+    for start in range(0, len(x), BLOCK):
+        b = x[start : start + BLOCK]
+        if not np.isfinite(b).all():
+            b = b[np.isfinite(b)]
+            if not len(b):
+                continue
+        k = len(b)
+        n += k
+        d = np.subtract(b, center, out=dev[:k])
+        s1 += float(d.sum())
+        s2 += float(np.square(d, out=d).sum())  # not np.dot: BLAS threads crawl on a busy machine
+        lowest, highest = min(lowest, float(b.min())), max(highest, float(b.max()))
+        for i, (low, high) in enumerate(bands):
+            if low == -np.inf:
+                inside = np.less_equal(b, high, out=mask[:k])
+            else:
+                inside = np.greater_equal(b, low, out=mask[:k])
+                below[i] += k - int(np.count_nonzero(inside))
+                if high != np.inf:
+                    inside &= np.less_equal(b, high, out=under[:k])
+            kept[i].append(b[inside])
+    if n == 0:
+        return None
+    found: dict[int, float] = {0: lowest, n - 1: highest}
+    wanted: list[list[int]] = [[] for _ in bands]
+    for r in _ranks(n)[1:-1]:
+        band = next((i for i, parts in enumerate(kept) if below[i] <= r < below[i] + sum(map(len, parts))), None)
+        if band is None:
+            return None
+        wanted[band].append(r)
+    for i, ranks in enumerate(wanted):
+        if ranks:
+            members = np.partition(np.concatenate(kept[i]), [r - below[i] for r in ranks])
+            found.update({r: float(members[r - below[i]]) for r in ranks})
+    mean = s1 / n
+    return n, center + mean, float(np.sqrt(max(s2 / n - mean * mean, 0.0))), found.__getitem__
 
 
 def _empty() -> Stats:

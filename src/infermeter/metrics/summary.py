@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
 from infermeter.metrics import fairness, latency
-from infermeter.metrics.columns import RecordColumns
+from infermeter.metrics.columns import RecordColumns, distinct
 from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
@@ -20,6 +21,7 @@ from infermeter.metrics.summary_model import (
     Fairness,
     Goodput,
     Requests,
+    Stats,
     Summary,
     TtftBucket,
 )
@@ -28,24 +30,41 @@ from infermeter.records import STATUSES, failure_reason
 from infermeter.units import MS_PER_S
 
 
+@dataclass(frozen=True)
+class KnownItl:
+    """ITL known otherwise than from the records' token times (a simulation that records each stream's first and
+    last token only): the samples' Stats in ms, and each request's jitter and max pause in seconds (NaN for none)."""
+
+    itl_ms: Stats
+    jitter: np.ndarray
+    max_pause: np.ndarray
+
+
 def summarize(
     cols: RecordColumns,
     itl_option: ItlOption = "B",
     slo: dict[str, float] | None = None,
     deadlines: Deadlines | None = None,
+    known_itl: KnownItl | None = None,
 ) -> Summary:
     """Compute the whole summary; SLO bounds are in seconds (see metrics.goodput.parse_slo).  With deadlines
-    the `fluidity` block is filled (seeds/001), else it is null."""
+    the `fluidity` block is filled (seeds/001), else it is null.  With `known_itl` the ITL, jitter and max pause
+    (and the max-pause SLO) are those, and the records' token times are not differenced at all."""
+    if known_itl is not None and deadlines is not None:
+        raise ValueError("fluidity needs every token time: it cannot be computed from a known ITL")
     ok = cols.ok
     n_ok = int(ok.sum())
-    status_counts = Counter(cols.status.tolist())
+    status_counts = Counter(cols.status[~ok].tolist()) + Counter({"ok": n_ok})  # a Python object per failure only
 
     ttft = latency.ttft(cols)
     e2e = latency.e2e(cols)
     tpot = latency.tpot(cols)
     norm = latency.normalized_latency(cols)
-    itl = latency.itl(cols, itl_option)
-    max_pause = latency.max_pause(itl)
+    if known_itl is None:
+        itl = latency.itl(cols, itl_option)
+        itl_ms, max_pause, jitter = stats(itl.values, MS_PER_S), latency.max_pause(itl), latency.jitter(itl)
+    else:
+        itl_ms, max_pause, jitter = known_itl.itl_ms, known_itl.max_pause, known_itl.jitter
     start, end = measurement_window(cols)
     window = end - start
 
@@ -61,7 +80,7 @@ def summarize(
         ),
         duration_s=window,
         ttft_ms=stats(ttft, MS_PER_S),
-        itl_ms=stats(itl.values, MS_PER_S),
+        itl_ms=itl_ms,
         tpot_ms=stats(tpot, MS_PER_S),
         e2e_ms=stats(e2e, MS_PER_S),
         normalized_latency_ms=stats(norm, MS_PER_S),
@@ -70,10 +89,16 @@ def summarize(
         fluidity=None
         if deadlines is None
         else fluidity_block(
-            latency.token_times(cols, itl_option), cols.submitted_at, cols.input_tokens, ok, deadlines, tpot, itl.values
+            latency.token_times(cols, itl_option),
+            cols.submitted_at,
+            cols.input_tokens,
+            ok,
+            deadlines,
+            tpot,
+            latency.itl(cols, itl_option).values,
         ),
         itl_option=itl_option,
-        jitter_ms=stats(latency.jitter(itl), MS_PER_S),
+        jitter_ms=stats(jitter, MS_PER_S),
         max_pause_ms=stats(max_pause, MS_PER_S),
         ttft_by_input_tokens=_ttft_by_bucket(cols, ttft),
         chunking=_chunking(cols),
@@ -91,7 +116,7 @@ def _failures_by_reason(cols: RecordColumns) -> dict[str, int]:
 
 
 def _top_errors(cols: RecordColumns, limit: int = 5) -> list[ErrorCount]:
-    reasons = Counter(e for s, e in zip(cols.status.tolist(), cols.error.tolist(), strict=True) if s != "ok")
+    reasons = Counter(cols.error[~cols.ok].tolist())
     return [ErrorCount(error=r, count=c) for r, c in reasons.most_common(limit)]
 
 
@@ -129,22 +154,30 @@ def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[TtftBucket]:
 
 def _chunking(cols: RecordColumns) -> Chunking:
     """Delivery pattern (draft B.2.1): tokens per content chunk, and which ITL option it calls for."""
-    per_chunk = cols.chunk_tokens.keep_requests(cols.ok).values
-    per_chunk = per_chunk[per_chunk > 0]
-    if len(per_chunk) == 0:
+    chunks = tokens = single = top = 0
+    for start, part in cols.list_blocks("chunk_tokens"):  # content chunks of ok requests, a block at a time
+        values = part.values
+        content = (values > 0) & np.repeat(cols.ok[start : start + len(part.offsets) - 1], part.lengths)
+        counted = int(np.count_nonzero(content))
+        if counted:
+            chunks += counted
+            tokens += int(values.sum(where=content, dtype=np.int64))
+            single += int(np.count_nonzero(content & (values == 1)))
+            top = max(top, int(values.max(where=content, initial=0)))
+    if chunks == 0:
         return Chunking(chunks=0, tokens_per_chunk_mean=None, single_token_share=None, server_times=False)
     return Chunking(
-        chunks=len(per_chunk),
-        tokens_per_chunk_mean=float(per_chunk.mean()),
-        tokens_per_chunk_max=int(per_chunk.max()),
-        single_token_share=float(np.mean(per_chunk == 1)),
-        server_times=bool(np.any(cols.has_server & cols.ok)),
+        chunks=chunks,
+        tokens_per_chunk_mean=tokens / chunks,
+        tokens_per_chunk_max=top,
+        single_token_share=single / chunks,
+        server_times=cols.any_server_times(cols.ok),
     )
 
 
 def _fairness(cols: RecordColumns, ttft: np.ndarray, tpot: np.ndarray, norm: np.ndarray) -> Fairness:
     classes: dict[str, ClassLatency] = {}
-    for name in sorted(set(cols.request_class.tolist())):
+    for name in distinct(cols.request_class):
         member = cols.request_class == name
         t, p = stats(ttft[member], MS_PER_S), stats(tpot[member], MS_PER_S)
         classes[name] = ClassLatency(

@@ -4,13 +4,15 @@ and the MUSTs and SHOULDs of the test, each met or not, ending in the section 2 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from infermeter.config.section import Section
-from infermeter.emulator.config import EmulatorConfig
 from infermeter.report.chart import Chart
+
+if TYPE_CHECKING:
+    from infermeter.emulator.config import EmulatorConfig
 
 SUITE_SCHEMA = "infermeter.suite/1"
 Level = Literal["MUST", "SHOULD"]

@@ -10,11 +10,10 @@ from pydantic import ValidationError
 from infermeter.errors import UserError
 from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
 from infermeter.workload.content import describe
+from infermeter.workload.limits import RATE_PROCESSES
 from infermeter.workload.spec import Requests, generate
 from infermeter.workload.standard import fixed_lengths, resolve
 from infermeter.workload.traces import load_burstgpt
-
-RATE_PROCESSES = ("poisson", "gamma", "constant", "uniform")
 
 
 def arrival_spec(kind: str, rate: float | None, burstiness: float = 1.0, time_scale: float = 1.0) -> ArrivalSpec:

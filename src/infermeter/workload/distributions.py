@@ -16,8 +16,8 @@ from scipy import special
 
 from infermeter.errors import UserError
 from infermeter.workload.csv_columns import int_column, read_csv
+from infermeter.workload.limits import MAX_LENGTH
 
-MAX_LENGTH = 10_000_000  # tokens in one prompt or reply: more is a typo, and would not fit in memory
 Length = Annotated[int, Field(ge=0, le=MAX_LENGTH)]
 
 

@@ -1,0 +1,235 @@
+"""The sections a run's configuration is made of: the target, the workload, the load, the objectives, the monitors,
+the disclosures and where the work runs.  The command line's options are built from them; this module imports no more
+than their checks need, so that building options stays quick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from infermeter.client.backend import BACKENDS
+from infermeter.config import checks
+from infermeter.config.section import Flag, Section
+from infermeter.workload.limits import MAX_LENGTH, RATE_PROCESSES
+
+
+class Target(Section):
+    """The system under test and how to talk to it."""
+
+    title = "target"
+    url: Annotated[str | None, Flag("server base URL; without it the embedded emulator is benchmarked", checks.url)] = (
+        None
+    )
+    backend: Annotated[str, Flag(f"transport: {', '.join(BACKENDS)}", checks.choice(*BACKENDS))] = "openai"
+    api: Annotated[
+        Literal["completions", "chat"], Flag("completions or chat", checks.choice("completions", "chat"))
+    ] = "completions"
+    model: Annotated[str | None, Flag("model name; default: the first the server lists")] = None
+    api_key_env: Annotated[
+        str, Flag("environment variable holding the API key (never written anywhere)", checks.env_name)
+    ] = "OPENAI_API_KEY"
+    extra_body: Annotated[
+        dict[str, Any],
+        Flag('JSON merged into every request body, e.g. \'{"logit_bias": {"2": -100}}\'', checks.extra_body),
+    ] = Field(default_factory=dict)
+    ignore_eos: Annotated[
+        bool, Flag("ask the server to run every reply to max_tokens (vLLM, llama.cpp; hosted APIs may reject it)")
+    ] = True
+    timeout: Annotated[float, Flag("total seconds allowed per request", checks.SECONDS)] = 900.0
+    first_token_timeout: Annotated[float, Flag("seconds allowed until the first token", checks.SECONDS)] = 120.0
+
+    @model_validator(mode="after")
+    def _transport(self) -> Target:
+        if self.url is not None and self.url.startswith("grpc://") and self.backend != "grpc":
+            raise ValueError(
+                f"--url {self.url} is a gRPC address: add --backend grpc, or give the server's http:// URL"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> Target:
+        if self.first_token_timeout > self.timeout:
+            raise ValueError(
+                f"--first-token-timeout ({self.first_token_timeout:g} s) must not exceed --timeout ({self.timeout:g} s)"
+            )
+        return self
+
+
+class Workload(Section):
+    """Which requests: a workload (standard or a file), fixed lengths, or a trace; the random seed draws them."""
+
+    title = "workload"
+    workload: Annotated[str | None, Flag("standard workload name or YAML/JSON workload file", checks.WORKLOAD)] = None
+    input_tokens: Annotated[
+        int | None, Flag("fixed prompt length (with --output-tokens)", checks.integer(1, MAX_LENGTH))
+    ] = None
+    output_tokens: Annotated[
+        int | None, Flag("fixed output length (with --input-tokens)", checks.integer(1, MAX_LENGTH))
+    ] = None
+    trace: Annotated[Path | None, Flag("a BurstGPT CSV: lengths and arrival times", checks.existing_file)] = None
+    rps_scale: Annotated[
+        float, Flag("trace arrivals compressed this many times", checks.number(0, 1e6, lo_open=True))
+    ] = 1.0
+    tokenizer: Annotated[
+        str | None,
+        Flag(
+            "the tokenizer prompts are built to exact length with and reference counts are taken with: cl100k_base, "
+            "o200k_base (shipped references, the IETF draft's option B), a tokenizer.json or .gguf (the model's own, "
+            "option A; its chat template with --api chat); default: the one the server declares, else cl100k_base",
+            checks.TOKENIZER,
+        ),
+    ] = None
+    seed: Annotated[int, Flag("random seed (recorded)", checks.SEED)] = 42
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        if self.trace is not None and (
+            self.workload is not None or self.input_tokens is not None or self.output_tokens is not None
+        ):
+            raise ValueError("--trace gives the lengths: drop --workload, --input-tokens and --output-tokens")
+        return self
+
+    def given(self) -> bool:
+        return any(x is not None for x in (self.workload, self.input_tokens, self.output_tokens, self.trace))
+
+
+class Load(Section):
+    """How requests are sent: an open loop at a rate, a closed loop at a concurrency, or a trace's own times."""
+
+    title = "load"
+    requests: Annotated[int | None, Flag("requests to measure", checks.REQUESTS, ("--requests", "-n"))] = None
+    duration: Annotated[float | None, Flag("stop sending after this many seconds", checks.SECONDS)] = None
+    rate: Annotated[float | None, Flag("open loop: requests per second", checks.RATE)] = None
+    arrival: Annotated[str, Flag("poisson, gamma, constant or uniform", checks.choice(*RATE_PROCESSES))] = "poisson"
+    burstiness: Annotated[
+        float, Flag("gamma shape: 1 is Poisson, below 1 burstier", checks.number(0, 1e6, lo_open=True))
+    ] = 1.0
+    concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
+    barrier: Annotated[bool, Flag("closed loop: release the first C requests together")] = False
+    warmup: Annotated[int, Flag("auto (>= 100 requests and 10,000 tokens), N requests, or off", checks.warmup)] = -1
+
+    @model_validator(mode="after")
+    def _one_loop(self) -> Load:
+        if self.rate is not None and self.concurrency is not None:
+            raise ValueError("give either --rate (open loop) or --concurrency (closed loop), not both")
+        return self
+
+
+class Objectives(Section):
+    """What a request must meet: the goodput SLO and Metron's fluidity deadlines."""
+
+    title = "objectives"
+    slo: Annotated[str | None, Flag("goodput SLO, e.g. ttft=200ms,tpot=50ms", checks.SLO)] = None
+    deadlines: Annotated[
+        str | None,
+        Flag("fluidity deadlines: ttft=300ms|@curve.json,tbt=25ms[,target=0.9][,slack=50ms]", checks.DEADLINES),
+    ] = None
+
+
+class Monitors(Section):
+    """What is watched beside the load: server /metrics, host telemetry, and the cost basis."""
+
+    title = "monitors"
+    scrape_interval: Annotated[float, Flag("seconds between server /metrics scrapes (0: off)", checks.INTERVAL)] = 1.0
+    telemetry_interval: Annotated[float, Flag("seconds between host telemetry samples (0: off)", checks.INTERVAL)] = 1.0
+    gpu_price: Annotated[
+        float | None, Flag("price per GPU-hour, for cost per million tokens", checks.number(0, 1e6))
+    ] = None
+    gpus: Annotated[
+        int | None, Flag("GPUs serving (cost denominator; default: NVML count)", checks.integer(1, 100_000))
+    ] = None
+
+
+MAX_WORKERS = 1024
+
+
+class Scale(Section):
+    """Where the work runs: this process, N local processes, or an existing dask.distributed cluster."""
+
+    title = "scale"
+    workers: Annotated[
+        int | None,
+        Flag(
+            "spread the work over N local processes (a dask.distributed LocalCluster)", checks.integer(1, MAX_WORKERS)
+        ),
+    ] = None
+    cluster: Annotated[
+        str | None,
+        Flag(
+            "run on the dask.distributed cluster whose scheduler is at this address (tcp://host:8786); its workers "
+            "must reach the target",
+            checks.scheduler_address,
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> Scale:
+        if self.workers is not None and self.cluster is not None:
+            from infermeter.distributed.tasks import ONE_PLACE
+
+            raise ValueError(ONE_PLACE)
+        return self
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers is not None or self.cluster is not None
+
+
+BOUNDARIES = {"engine": "Model Engine", "gateway": "Application Gateway", "compound": "Compound System"}  # draft 4.1
+
+
+class Disclosures(Section):
+    """What the report must disclose about the system under test and cannot measure (draft 4.1, 4.7.2, 4.8.1,
+    5.1.2.3); the embedded emulator declares its own, and what a live server's user leaves out is "not declared"."""
+
+    title = "disclosures"
+    boundary: Annotated[
+        Literal["engine", "gateway", "compound"] | None,
+        Flag(
+            "the SUT boundary (draft 4.1): engine (the inference engine alone), gateway (behind an API gateway) "
+            "or compound (retrieval, tools)",
+            checks.choice(*BOUNDARIES),
+        ),
+    ] = None
+    hardware: Annotated[
+        str | None, Flag("accelerators serving the model, type, count and memory, e.g. '8x H100 80GB'", checks.text)
+    ] = None
+    prefix_caching: Annotated[
+        Literal["enabled", "disabled"] | None,
+        Flag("the server's prefix caching state", checks.choice("enabled", "disabled")),
+    ] = None
+    guardrails: Annotated[
+        str | None,
+        Flag(
+            "the safety systems on the path (draft 4.8.1), e.g. 'none' or 'Llama Guard 3 on input and output'",
+            checks.text,
+        ),
+    ] = None
+    clock_sync: Annotated[
+        str | None,
+        Flag(
+            "how the load generator's and the server's clocks agree and how well (draft 4.7.2), e.g. 'NTP, 2 ms'; "
+            "a loopback server shares the client's clock",
+            checks.text,
+        ),
+    ] = None
+
+    def declared(self) -> dict[str, str]:
+        """run.json's `sut` fields the user declared, the boundary by its name in the draft."""
+        given = self.model_dump(exclude_none=True)
+        if "boundary" in given:
+            given["boundary"] = BOUNDARIES[given["boundary"]]
+        return given
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "target": Target,
+    "workload": Workload,
+    "load": Load,
+    "objectives": Objectives,
+    "monitors": Monitors,
+    "disclosures": Disclosures,
+    "scale": Scale,
+}
