@@ -118,7 +118,7 @@ def sim(
     """Simulate one engine configuration on a virtual clock and write a run directory."""
     from rich.progress import Progress
 
-    from infermeter.sim import simulate, write_sim_run
+    from infermeter.sim.run import simulate_run
 
     reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     cfg = _engine_config(
@@ -126,18 +126,20 @@ def sim(
     )
     bounds = parse_slo(slo) if slo else None
     refuse_existing_run(out)
-    with Progress(console=err, transient=True) as bar:
+    with Progress(console=err, transient=True) as bar:  # records are written as the simulation goes
         task = bar.add_task(f"simulating {cfg.scheduler.name} x {engines}", total=len(reqs))
-        outcome = simulate(reqs, cfg, engines, seed, progress=lambda done: bar.update(task, completed=done))
-    summary = write_sim_run(
-        outcome,
-        out,
-        declaration,
-        seed,
-        token_times,
-        slo=bounds,  # type: ignore[arg-type]
-        deadlines=deadlines,
-    )
+        summary = simulate_run(
+            reqs,
+            cfg,
+            engines,
+            seed,
+            out,
+            declaration,
+            token_times,  # type: ignore[arg-type]
+            slo=bounds,  # type: ignore[arg-type]
+            deadlines=deadlines,
+            progress=lambda done: bar.update(task, completed=done),
+        )
     info = read_run_info(out)
     print(full_report(summary, info))
     print()

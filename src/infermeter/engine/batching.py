@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from itertools import islice
 from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from infermeter.engine.memory import blocks_for
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
 from infermeter.engine.sla_controller import LengthStats, SlaController, b_mem
@@ -25,7 +25,7 @@ def fit_memory(candidates: list[EngineRequest], free_tokens: int, block_size: in
     """How many leading candidates fit in KV memory together (each holds prompt + output tokens at the end)."""
     used = 0
     for i, r in enumerate(candidates):
-        used += blocks_for(r.total_len, block_size) * block_size
+        used += -(-(r.prompt + r.output) // block_size) * block_size  # blocks_for(r.total_len), inlined
         if used > free_tokens:
             return i
     return len(candidates)
@@ -53,13 +53,17 @@ class BatchLevel(ABC):
         if not batch:
             return None
         b = len(batch)
-        prompt_total = sum(r.prompt for r in batch)
-        max_out = max(r.output for r in batch)
+        prompts = [r.prompt for r in batch]
+        outputs = [r.output for r in batch]
+        prompt_total = sum(prompts)
+        max_out = max(outputs)
         ttft = latency.ttft(b, prompt_total)
         tbt = latency.tbt(b, prompt_total + b * max_out / 2)
-        duration = latency.batch_time(b, max(r.total_len for r in batch), prompt_total)
+        totals = [p + o for p, o in zip(prompts, outputs, strict=True)]
+        duration = latency.batch_time(b, max(totals), prompt_total)
         duration = max(duration, ttft + (max_out - 1) * tbt)
-        blocks = [blocks_for(r.total_len, memory.block_size) for r in batch]
+        size = memory.block_size
+        blocks = [-(-t // size) for t in totals]  # blocks_for, inlined
         ok = memory.allocate(sum(blocks))
         assert ok, "batch scheduler formed a batch larger than free KV memory"
         for r, nb in zip(batch, blocks, strict=True):
@@ -76,15 +80,17 @@ class BatchLevel(ABC):
             reqs=batch,
             first=[ttft] * b,
             interval=[tbt] * b,
-            count=[r.output for r in batch],
+            count=outputs,
             finished=list(batch),
         )
 
     def finish(self, engine: EngineState, step: Step) -> list[EngineRequest]:
+        released = 0
         for r in step.finished:
             r.generated = r.output
-            engine.memory.release(r.blocks)
+            released += r.blocks
             r.blocks = 0
+        engine.memory.release(released)
         engine.running = []
         return step.finished
 
@@ -132,15 +138,18 @@ class Lane:
         """Algorithm 5 within one lane: up to M = b_max candidates, keep b_target, the rest stay in front."""
         target = self.target(capacity_tokens)
         n = min(target, len(self.queue))
-        batch = [self.queue[i] for i in range(n)]
+        batch = list(islice(self.queue, n))
         batch = batch[: fit_memory(batch, free_tokens, block_size)]
+        pop = self.queue.popleft
         for _ in batch:
-            self.queue.popleft()
+            pop()
         self.limited = n < target
         return batch
 
     def observe(self, batch: list[EngineRequest], tbt: float) -> None:
-        self.stats.update(float(np.mean([r.prompt for r in batch])), float(np.mean([r.output for r in batch])))
+        # sum / len is np.mean here exactly: integer sums are exact in float64, then one correctly rounded division
+        b = len(batch)
+        self.stats.update(sum([r.prompt for r in batch]) / b, sum([r.output for r in batch]) / b)
         # A batch cut short by an empty queue says nothing about whether the target meets the SLA; feeding its
         # size to b_avg would only ratchet the target down (see the closing note of the engine issue).
         if not self.limited:

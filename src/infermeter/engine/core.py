@@ -58,10 +58,11 @@ class EngineCore:
 
     def submit(self, req: EngineRequest) -> str | None:
         """Queue a request; returns the rejection reason instead when it can never fit."""
-        reason = self.rejection(req)
-        if reason is None:
-            self.scheduler.enqueue(req)
-        return reason
+        memory = self.state.memory
+        if -(-(req.prompt + req.output) // memory.block_size) > memory.total:  # `rejection`, inlined: a hot path
+            return self.rejection(req)
+        self.scheduler.enqueue(req)
+        return None
 
     @property
     def idle(self) -> bool:

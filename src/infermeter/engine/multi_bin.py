@@ -61,6 +61,9 @@ class MultiBinDynamic(BatchLevel):
         self._lengths: list[int] = []
         self._next = 0
         self.last_bin = -1
+        self._by_total = config.bin_key == "total"
+        self._learning = config.edges is None or config.bin_b_max is None  # edges or B_MAX still to learn from keys
+        self._append = [lane.queue.append for lane in self.lanes]  # each bin's queue.append (the queues stay)
         if config.bin_b_max is not None:
             self._set_b_max(list(config.bin_b_max))
 
@@ -71,17 +74,16 @@ class MultiBinDynamic(BatchLevel):
         return bin_index(self.edges, self.key(req))
 
     def enqueue(self, req: EngineRequest) -> None:
-        if len(self._keys) < self.config.learn_requests and self._learning:
-            self._keys.append(self.key(req))
+        key = req.predicted + req.prompt if self._by_total else req.predicted
+        if self._learning:
+            self._keys.append(key)
             self._lengths.append(req.prompt + req.predicted)
             n = len(self._keys)
             if n & (n - 1) == 0 or n == self.config.learn_requests:
                 self._learn()
-        self.lanes[self.bin_of(req)].queue.append(req)
-
-    @property
-    def _learning(self) -> bool:
-        return self.config.edges is None or self.config.bin_b_max is None
+            self._learning = n < self.config.learn_requests
+        lane = bisect_right(self.edges, key) - 1  # bin_index, inlined: a hot path
+        self._append[lane if lane > 0 else 0](req)
 
     def _learn(self) -> None:
         keys, lengths = np.asarray(self._keys), np.asarray(self._lengths)

@@ -41,6 +41,6 @@ class EngineRequest:
 def predict_lengths(output: np.ndarray, noise: float, seed: int) -> np.ndarray:
     """Oracle output lengths, optionally with multiplicative log-normal noise (spread = sigma in log space)."""
     if noise <= 0:
-        return output.astype(np.int64)
+        return output.astype(np.int64, copy=False)
     rng = np.random.default_rng([seed, 0x9E3])
     return np.maximum(1, np.rint(output * rng.lognormal(0.0, noise, len(output)))).astype(np.int64)

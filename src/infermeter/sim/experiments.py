@@ -72,10 +72,10 @@ def experiment_row(exp: Experiment, out: SimOutcome) -> dict[str, Any]:
     block = sim_block(out)
     n = len(out.requests)
     arrivals = out.requests.arrival_s if len(out.requests.arrival_s) == n else np.zeros(n)
-    latency = (out.emissions.last_token() - arrivals)[out.served()]
+    latency = (out.ends.last - arrivals)[out.served()]
     makespan = block.makespan_s or float("nan")
     queueing = block.queueing_delay_ms.mean
-    tokens = int(out.emissions.count.sum())
+    tokens = int(out.ends.count.sum())
     pct = np.percentile(latency, [50, 95, 99]) if len(latency) else [np.nan] * 3
     return {
         "experiment": exp.name,

@@ -1,70 +1,40 @@
-"""A simulated run as a normal run directory: records with per-token times, summary.json with a `sim` block."""
+"""A simulated run as a normal run directory: records with per-token times, summary.json with a `sim` block.
+
+`write_sim_run` writes a finished simulation's; `simulate_run` writes the records while the simulation runs
+(sim/stream.py), which is how millions of requests fit in memory.  Both give the same files."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
 
 from infermeter import __version__
+from infermeter.engine.config import EngineConfig
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
-from infermeter.metrics.summary_model import Sim, Stats, Summary
-from infermeter.records import LATER_FIELDS, SCHEMA, RunInfo, RunWriter, write_summary
+from infermeter.metrics.summary import KnownItl
+from infermeter.metrics.summary_model import Sim, Summary
+from infermeter.records import RunInfo, claim_run_dir, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
-from infermeter.sim.simulator import SimOutcome
+from infermeter.sim.simulator import SimOutcome, simulate
+from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
 from infermeter.units import MS_PER_S
+from infermeter.workload.spec import Requests
 
 TokenTimes = Literal["auto", "full", "endpoints"]
 DEFAULT_TOKEN_LIMIT = 25_000_000  # above this many tokens, `auto` records endpoints only (100k requests fit)
 
 
-def _list_array(r: Ragged, dtype: pa.DataType) -> pa.ListArray:
-    offsets = pa.array(r.offsets.astype(np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(r.values, type=dtype))
-
-
-def records_table(out: SimOutcome, mode: Literal["full", "endpoints"]) -> pa.Table:
-    """One RequestRecord per request; every token is its own SSE event, and the times are the engine's."""
-    req = out.requests
-    n = len(req)
-    times = out.emissions.token_times() if mode == "full" else out.emissions.endpoints()
-    token_list = _list_array(times, pa.float64())
-    ones = Ragged(times.offsets, np.ones(len(times.values), dtype=np.int32))
-    arrivals = out.sent
-    status = np.full(n, "ok", dtype=object)
-    error = np.full(n, "", dtype=object)
-    for idx, reason in out.rejected.items():
-        status[idx], error[idx] = "error", reason
-    cols = {
-        "request_id": pa.array(np.arange(n, dtype=np.int64)),
-        "request_class": pa.array(req.request_class.astype(str)),
-        "input_tokens": pa.array(req.input_tokens.astype(np.int32)),
-        "output_tokens": pa.array(out.emissions.tokens_per_request().astype(np.int32)),
-        "max_tokens": pa.array(req.output_tokens.astype(np.int32)),
-        "scheduled_at": pa.array(arrivals.astype(float)),
-        "submitted_at": pa.array(arrivals.astype(float)),
-        "token_times": token_list,
-        "chunk_times": token_list,
-        "chunk_tokens": _list_array(ones, pa.int32()),
-        "server_token_times": pa.nulls(n, pa.list_(pa.float64())),
-        "status": pa.array(status.astype(str)),
-        "error": pa.array(error.astype(str)),
-        # no text, no tokenizer, no server: the workload's counts are the counts, and nothing is reported
-        **{name: pa.nulls(n, SCHEMA.field(name).type) for name in LATER_FIELDS},
-    }
-    return pa.Table.from_pydict(cols, schema=SCHEMA)
-
-
 def tpot_e2e(out: SimOutcome) -> tuple[np.ndarray, np.ndarray]:
     """Each request's TPOT (NaN under two tokens) and end-to-end latency from its send, in seconds: what the
     token and request SLAs of multi-bin dynamic batching judge."""
-    first, last = out.emissions.first_token(), out.emissions.last_token()
-    n_tok = out.emissions.tokens_per_request()
+    first, last, n_tok = out.ends.first, out.ends.last, out.ends.count
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(n_tok >= 2, (last - first) / (n_tok - 1), np.nan)
     return tpot, last - out.sent
@@ -82,7 +52,7 @@ def sim_block(out: SimOutcome) -> Sim:
     ok = out.served()
     arrivals = out.sent
     makespan = makespan_of(out)
-    n_tok = out.emissions.tokens_per_request()
+    n_tok = out.ends.count
     tpot, e2e = tpot_e2e(out)
     token_viol = np.sum(tpot[ok] > cfg.d_sla_token) / max(int(np.sum(ok & (n_tok >= 2))), 1)
     request_viol = (np.sum(e2e[ok] > cfg.d_sla_request) + (n - int(ok.sum()))) / max(n, 1)
@@ -109,49 +79,44 @@ def sim_block(out: SimOutcome) -> Sim:
     )
 
 
-def _itl_from_emissions(out: SimOutcome, ok: np.ndarray) -> tuple[Stats, Stats, Stats]:
+def _known_itl(itl: RunItl) -> KnownItl:
     """ITL, jitter and max pause computed from the emission runs, for runs that record endpoints only."""
-    owner, value, weight = out.emissions.itl_weighted()
-    keep = ok[owner]
-    owner, value, weight = owner[keep], value[keep], weight[keep]
-    n = len(out.requests)
-    w = np.bincount(owner, weights=weight, minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.bincount(owner, weights=weight * value, minlength=n) / w
-        var = np.bincount(owner, weights=weight * (value - mean[owner]) ** 2, minlength=n) / w
-    max_pause = np.full(n, -np.inf)
-    np.maximum.at(max_pause, owner, value)
-    return (
-        stats_weighted(value, weight, MS_PER_S),
-        stats(np.where(w >= 2, np.sqrt(var), np.nan), MS_PER_S),
-        stats(np.where(w >= 1, max_pause, np.nan), MS_PER_S),
-    )
+    return KnownItl(stats_weighted(itl.value, itl.weight, MS_PER_S), itl.jitter, itl.max_pause)
 
 
-def write_sim_run(
-    out: SimOutcome,
-    run_dir: Path,
+def token_mode(token_times: TokenTimes, total_tokens: int, token_limit: int) -> Mode:
+    """The token times a run records: `auto` keeps every one up to `token_limit` tokens, endpoints past it."""
+    if token_times == "auto":
+        return "full" if total_tokens <= token_limit else "endpoints"
+    return token_times
+
+
+def expected_tokens(requests: Requests, config: EngineConfig) -> int:
+    """Tokens a simulation of these requests emits, known before it runs: every output token of every request
+    an engine accepts (`EngineCore.rejection` refuses those whose prompt + output can never fit its KV memory)."""
+    outputs = np.maximum(requests.output_tokens.astype(np.int64, copy=False), 1)
+    block = config.block_size
+    fits = -(-(requests.input_tokens.astype(np.int64, copy=False) + outputs) // block) <= config.capacity() // block
+    return int(outputs[fits].sum())
+
+
+def _run_info(
+    config: EngineConfig,
+    engines: int,
+    n: int,
     declaration: dict[str, Any],
-    seed: int,
-    token_times: TokenTimes = "auto",
-    token_limit: int = DEFAULT_TOKEN_LIMIT,
-    slo: dict[str, float] | None = None,
-    deadlines: str | None = None,
-    concurrency: int | None = None,
-) -> Summary:
-    """Write run.json, records.parquet and summary.json; returns the summary (`concurrency`: a closed loop's)."""
-    total_tokens = int(out.emissions.count.sum())
-    mode: Literal["full", "endpoints"] = (
-        ("full" if total_tokens <= token_limit else "endpoints") if token_times == "auto" else token_times
-    )
-    cfg = out.config
+    mode: Mode,
+    slo: dict[str, float] | None,
+    deadlines: str | None,
+    concurrency: int | None,
+) -> RunInfo:
     workload = WorkloadDeclaration.model_validate(declaration)
-    info = RunInfo(
+    return RunInfo(
         kind="simulated",
         sut=Sut(
-            model=f"engine model: {cfg.latency_model().name} latency, scheduler {cfg.scheduler.name}"
-            + (f", calibrated against {cfg.calibration.source}" if cfg.calibration else ""),
-            hardware=f"{out.engines} x simulated engine, KV capacity {cfg.capacity()} tokens each",
+            model=f"engine model: {config.latency_model().name} latency, scheduler {config.scheduler.name}"
+            + (f", calibrated against {config.calibration.source}" if config.calibration else ""),
+            hardware=f"{engines} x simulated engine, KV capacity {config.capacity()} tokens each",
             software=f"infermeter {__version__} discrete-event simulator",
             boundary="Model Engine",
             prefix_caching="not modelled",
@@ -164,7 +129,7 @@ def write_sim_run(
             else workload.arrivals.description
             if workload.arrivals
             else "all requests at t=0 (offline)",
-            requests=len(out.requests),
+            requests=n,
             concurrency=concurrency,
         ),
         tokenizer=Tokenizer(name="workload token counts", counting_method="A", source="workload specification"),
@@ -172,23 +137,144 @@ def write_sim_run(
         warmup=Warmup(done=False, note="a simulated engine has no warm-up effects"),
         slo=slo or {},
         engine=Engine(
-            latency_model=cfg.latency_model().name, kv_capacity=cfg.capacity(), config=cfg.model_dump(mode="json")
+            latency_model=config.latency_model().name,
+            kv_capacity=config.capacity(),
+            config=config.model_dump(mode="json"),
         ),
         token_times=mode,
         deadlines=deadlines,
         notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"],
     )
-    table = records_table(out, mode)
-    with RunWriter(run_dir, info) as writer:
-        writer.extend(table)
-    cols = RecordColumns.from_table(table, "A")
-    full = mode == "full"
-    summary = summarize(cols, "B", slo, parse_deadlines(deadlines) if deadlines and full else None)
-    if mode == "endpoints":
-        summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = _itl_from_emissions(out, cols.ok)
+
+
+def _columns(requests: Requests, sent: np.ndarray, rejected: dict[int, str], streamed: Streamed) -> RecordColumns:
+    """The records' columns as `RecordColumns.from_table` reads them back, built from the simulator's arrays (and
+    sharing them) instead of from a table of every record: what nothing was reported for is a broadcast constant."""
+    n = len(requests)
+    status = np.broadcast_to(np.array("ok", dtype=object), (n,))
+    error = np.broadcast_to(np.array("", dtype=object), (n,))
+    if rejected:
+        status, error = np.full(n, "ok", dtype=object), np.full(n, "", dtype=object)
+        for idx, reason in rejected.items():
+            status[idx], error[idx] = "error", reason
+    times = streamed.times
+    inputs = requests.input_tokens.astype(np.int64, copy=False)
+    outputs = streamed.ends.count
+    nothing = np.broadcast_to(np.nan, (n,))
+    none = np.broadcast_to(np.int64(-1), (n,))
+    classes = requests.request_class
+    return RecordColumns(
+        request_id=np.arange(n, dtype=np.int64),
+        request_class=classes if classes.dtype == object else classes.astype(object),
+        input_tokens=inputs,
+        output_tokens=outputs,
+        max_tokens=requests.output_tokens.astype(np.int64, copy=False),
+        scheduled_at=sent,
+        submitted_at=sent,
+        tokens=times,
+        chunks=times,
+        # one token per event: int8 ones (what the summary reads of them, counts and shares, is the same)
+        chunk_tokens=Ragged(times.offsets, np.ones(len(times.values), dtype=np.int8)),
+        server=Ragged(np.zeros(n + 1, dtype=np.int64), np.zeros(0)),
+        has_server=np.zeros(n, dtype=bool),
+        status=status,
+        error=error,
+        cached_tokens=nothing,
+        server_prefill_s=nothing,
+        server_decode_s=nothing,
+        server_input_tokens=inputs,
+        server_output_tokens=outputs,
+        ref_input_tokens=none,
+        ref_output_tokens=none,
+        counting="A",
+    )
+
+
+def _summary(
+    sim: Sim,
+    requests: Requests,
+    sent: np.ndarray,
+    rejected: dict[int, str],
+    streamed: Streamed,
+    slo: dict[str, float] | None,
+    deadlines: str | None,
+) -> Summary:
+    """summary.json's figures: the records' summary, ITL from the emission runs when the records hold endpoints
+    only, and the `sim` block.  The emission runs' ITL goes first, so its samples are let go before the summary
+    makes its own arrays; the records' endpoints are then never differenced."""
+    itl = None if streamed.itl is None else _known_itl(streamed.itl)
+    streamed.itl = None
+    cols = _columns(requests, sent, rejected, streamed)
+    summary = summarize(cols, "B", slo, parse_deadlines(deadlines) if deadlines and itl is None else None, itl)
+    if itl is not None:
         summary.itl_source = "simulator emissions (records hold first and last token times only)"
         if deadlines:
             summary.fluidity_note = "fluidity needs every token time: rerun with --token-times full"
-    summary.sim = sim_block(out)
+    summary.sim = sim
+    return summary
+
+
+def write_sim_run(
+    out: SimOutcome,
+    run_dir: Path,
+    declaration: dict[str, Any],
+    seed: int,
+    token_times: TokenTimes = "auto",
+    token_limit: int = DEFAULT_TOKEN_LIMIT,
+    slo: dict[str, float] | None = None,
+    deadlines: str | None = None,
+    concurrency: int | None = None,
+    chunk: int = CHUNK,
+) -> Summary:
+    """Write run.json, records.parquet and summary.json; returns the summary (`concurrency`: a closed loop's)."""
+    if out.emissions is None:
+        raise ValueError("this outcome's records were streamed into a run directory when it was simulated")
+    mode = token_mode(token_times, int(out.ends.count.sum()), token_limit)
+    info = _run_info(out.config, out.engines, len(out.requests), declaration, mode, slo, deadlines, concurrency)
+    claim_run_dir(run_dir, info)
+    stream = RecordStream(out.requests, run_dir, mode, chunk)
+    stream.write_all(out.emissions, out.sent, out.rejected)
+    summary = _summary(sim_block(out), out.requests, out.sent, out.rejected, stream.seal(), slo, deadlines)
     write_summary(run_dir, summary)
+    return summary
+
+
+def simulate_run(
+    requests: Requests,
+    config: EngineConfig,
+    engines: int,
+    seed: int,
+    run_dir: Path,
+    declaration: dict[str, Any],
+    token_times: TokenTimes = "auto",
+    token_limit: int = DEFAULT_TOKEN_LIMIT,
+    slo: dict[str, float] | None = None,
+    deadlines: str | None = None,
+    concurrency: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = CHUNK,
+    timings: dict[str, float] | None = None,
+) -> Summary:
+    """Simulate and write the run directory as the simulation goes: records leave memory as requests finish
+    (`sim.stream`), so memory holds per-request arrays, not every record, and the simulation's own arrays are let
+    go before the summary is computed.  The same files as `simulate` followed by `write_sim_run`.  `timings`, when
+    given, gets the wall seconds of the simulation (records streamed included), of sealing records.parquet and of
+    the summary."""
+    t0 = time.perf_counter()
+    total = expected_tokens(requests, config)
+    mode = token_mode(token_times, total, token_limit)
+    claim_run_dir(run_dir, _run_info(config, engines, len(requests), declaration, mode, slo, deadlines, concurrency))
+    stream = RecordStream(requests, run_dir, mode, chunk)
+    out = simulate(requests, config, engines, seed, progress=progress, concurrency=concurrency, sink=stream)
+    assert int(out.ends.count.sum()) == total, "the simulation emitted other tokens than its workload asked for"
+    t1 = time.perf_counter()
+    streamed = stream.seal()
+    del stream
+    t2 = time.perf_counter()
+    sim, sent, rejected = sim_block(out), out.sent, out.rejected
+    del out
+    summary = _summary(sim, requests, sent, rejected, streamed, slo, deadlines)
+    write_summary(run_dir, summary)
+    if timings is not None:
+        timings.update(simulation=t1 - t0, records=t2 - t1, summary=time.perf_counter() - t2)
     return summary

@@ -42,6 +42,22 @@ class TokenLog:
 
 
 @dataclass(frozen=True)
+class TokenEnds:
+    """Each request's first and last token time (NaN without tokens) and how many tokens it received."""
+
+    first: np.ndarray
+    last: np.ndarray
+    count: np.ndarray  # integers
+
+    def endpoint_times(self) -> Ragged:
+        """Only each request's first and last token time (one value for a one-token reply)."""
+        lengths = np.minimum(self.count, 2)
+        values = np.column_stack([self.first, self.last]).ravel()
+        keep = np.column_stack([lengths >= 1, lengths >= 2]).ravel()
+        return Ragged.from_lengths(lengths, values[keep])
+
+
+@dataclass(frozen=True)
 class Emissions:
     """Emission rows sorted by request, each request's rows in time order."""
 
@@ -75,6 +91,9 @@ class Emissions:
         out[has] = self.last[ends[has]]
         return out
 
+    def ends(self) -> TokenEnds:
+        return TokenEnds(self.first_token(), self.last_token(), self.tokens_per_request())
+
     def token_times(self) -> Ragged:
         """Every token's time, per request (expands the runs)."""
         total = int(self.count.sum())
@@ -84,22 +103,27 @@ class Emissions:
         values = np.repeat(self.first, self.count) + np.repeat(self.interval, self.count) * k
         return Ragged.from_lengths(self.tokens_per_request(), values)
 
-    def endpoints(self) -> Ragged:
-        """Only each request's first and last token time (one value for a one-token reply)."""
-        n_tok = self.tokens_per_request()
-        first, last = self.first_token(), self.last_token()
-        lengths = np.minimum(n_tok, 2)
-        values = np.column_stack([first, last]).ravel()
-        keep = np.column_stack([lengths >= 1, lengths >= 2]).ravel()
-        return Ragged.from_lengths(lengths, values[keep])
-
-    def itl_weighted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """ITL samples as (owner, value, weight): gaps inside runs (count - 1 equal gaps) and between runs."""
+    def itl_parts(self) -> tuple[ItlSamples, ItlSamples]:
+        """ITL samples as (owner, value, weight): the gaps inside runs (count - 1 equal gaps), then those between
+        a request's consecutive runs; each part in request order."""
         inside = self.count > 1
-        gap_owner = self.owner[1:]
         same = self.owner[1:] == self.owner[:-1]
         between = self.first[1:] - self.last[:-1]
-        owner = np.concatenate([self.owner[inside], gap_owner[same]])
-        value = np.concatenate([self.interval[inside], between[same]])
-        weight = np.concatenate([self.count[inside] - 1, np.ones(int(same.sum()), dtype=np.int64)])
+        return (
+            (self.owner[inside], self.interval[inside], self.count[inside] - 1),
+            (self.owner[1:][same], between[same], np.ones(int(same.sum()), dtype=np.int64)),
+        )
+
+    def itl_weighted(self) -> ItlSamples:
+        """Both parts of `itl_parts` in one: inside runs, then between runs."""
+        inside, between = self.itl_parts()
+        owner, value, weight = (np.concatenate([a, b]) for a, b in zip(inside, between, strict=True))
         return owner, value, weight
+
+    def requests(self, lo: int, hi: int) -> Emissions:
+        """The rows of requests lo .. hi - 1, renumbered from 0."""
+        a, b = np.searchsorted(self.owner, [lo, hi])
+        return Emissions(hi - lo, self.owner[a:b] - lo, self.first[a:b], self.interval[a:b], self.count[a:b])
+
+
+ItlSamples = tuple[np.ndarray, np.ndarray, np.ndarray]  # owner, value, weight

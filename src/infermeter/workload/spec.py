@@ -94,7 +94,8 @@ class WorkloadSpec(BaseModel):
 
 @dataclass
 class Requests:
-    """Columns of a generated workload, one entry per request, in send order."""
+    """Columns of a generated workload, one entry per request, in send order.  Treat them as read-only: a column
+    holding one value throughout (one class, no shared prefix) is that value broadcast."""
 
     request_class: np.ndarray  # str objects
     input_tokens: np.ndarray  # int64, prefix included
@@ -143,21 +144,30 @@ def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
     rng = np.random.default_rng(seed)
     weights = np.asarray([c.weight for c in spec.classes], dtype=float)
     cls_idx = rng.choice(len(spec.classes), size=n, p=weights / weights.sum())
-    inputs = np.zeros(n, dtype=np.int64)
-    outputs = np.zeros(n, dtype=np.int64)
-    for k, c in enumerate(spec.classes):
-        members = np.flatnonzero(cls_idx == k)
-        inputs[members] = c.input.sample(rng, len(members))
-        outputs[members] = c.output.sample(rng, len(members))
-    names = np.asarray([c.name for c in spec.classes], dtype=object)[cls_idx]
+    labels = np.asarray([c.name for c in spec.classes], dtype=object)
+    if len(spec.classes) == 1:  # every request is a member: the same draws, without n indexes to place them
+        only = spec.classes[0]
+        inputs, outputs = only.input.sample(rng, n).astype(np.int64), only.output.sample(rng, n).astype(np.int64)
+        names = np.broadcast_to(labels, (n,))  # one value throughout: broadcast, no memory for n copies of it
+    else:
+        inputs = np.zeros(n, dtype=np.int64)
+        outputs = np.zeros(n, dtype=np.int64)
+        for k, c in enumerate(spec.classes):
+            members = np.flatnonzero(cls_idx == k)
+            inputs[members] = c.input.sample(rng, len(members))
+            outputs[members] = c.output.sample(rng, len(members))
+        names = labels[cls_idx]
+    del cls_idx
 
-    prefix_id = np.full(n, -1, dtype=np.int64)
-    prefix_tokens = np.zeros(n, dtype=np.int64)
+    prefix_id: np.ndarray = np.broadcast_to(np.int64(-1), (n,))
+    prefix_tokens: np.ndarray = np.broadcast_to(np.int64(0), (n,))
     if spec.prefix is not None and spec.prefix.fraction > 0:
         p = spec.prefix
         lengths = p.length.sample(rng, p.count)
         shares = rng.random(n) < p.fraction
         chosen = rng.choice(p.count, size=int(shares.sum()), p=p.probabilities())
+        prefix_id = np.full(n, -1, dtype=np.int64)
+        prefix_tokens = np.zeros(n, dtype=np.int64)
         prefix_id[shares] = chosen
         prefix_tokens[shares] = lengths[chosen]
         inputs = inputs + prefix_tokens
