@@ -69,7 +69,7 @@ class Connection(asyncio.Protocol):
         self.reply: Reply | None = None
         self.requests = 0  # sent on this connection so far (more than one: it was reused)
         self.closed = False
-        self.sent_at: float | None = None  # perf_counter when the current request's last byte left the process
+        self.sent_at: float | None = None  # perf_counter when the current request's last byte left (see send)
         self._drained: asyncio.Future[None] | None = None
         self._on_idle = on_idle
         self._buf = b""
@@ -121,14 +121,17 @@ class Connection(asyncio.Protocol):
 
     # requests
     def send(self, request: bytes, reply: Reply) -> None:
-        """Write a whole request; its reply goes to `reply`.  `sent_at` is set once every byte has left."""
+        """Write a whole request; its reply goes to `reply`.  `sent_at` is set once every byte has left: when the
+        socket took them all in the write call, the moment that call began (the bytes left during it, microseconds,
+        and a server may read them before the call returns); else when the transport's buffer drained."""
         assert self.transport is not None and self.reply is None
         self.reply, self.sent_at, self._responded = reply, None, False
         self._state, self._buf = _HEAD, b""
         self.requests += 1
+        began = time.perf_counter()
         self.transport.write(request)
         if self.transport.get_write_buffer_size() == 0:
-            self.sent_at = time.perf_counter()
+            self.sent_at = began
 
     async def drained(self) -> None:
         """Until the request's last byte has left the process (at once when the socket took it all)."""

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 POLL_S = 0.25  # how often the coordinator drains its workers
+WORKER_WAIT_S = 30.0  # how long a run waits for a cluster that lists no worker
 START_LEAD_S = 0.5  # from the moment every worker is ready to the shared start
 MISSES = 3  # checks in a row a worker may miss (unanswered, or not listed by the scheduler) before it counts as dead
 
@@ -77,6 +78,18 @@ class ClusterLoad:
     def workers(self) -> list[str]:
         return sorted(self.client.scheduler_info()["workers"])
 
+    def workers_to_deal(self) -> list[str]:
+        """The workers a run's requests are dealt to: a busy scheduler can list none for a moment (as a worker's
+        check can miss it), so wait up to WORKER_WAIT_S for them before saying there are none."""
+        found = self.workers()
+        if not found:
+            with contextlib.suppress(TimeoutError, OSError):
+                self.client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+            found = self.workers()
+        if not found:
+            raise UserError(f"{self.cluster} has no workers to send from (none listed for {WORKER_WAIT_S:g} s)")
+        return found
+
 
 def _loopback(url: str) -> bool:
     from urllib.parse import urlsplit
@@ -105,7 +118,7 @@ async def drive_on_cluster(
     """Send the run's requests from the cluster's workers and merge what they measure into `writer`; returns
     run.json's account of the workers.  Every request sent reaches the writer as exactly one record."""
     client, cfg = load.client, load.target
-    addresses = await asyncio.to_thread(load.workers)
+    addresses = await asyncio.to_thread(load.workers_to_deal)
     me = clocks.host_identity()
     measured = [await asyncio.to_thread(clocks.measure, client, a) for a in addresses]
     if _loopback(cfg.base_url):
