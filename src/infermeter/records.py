@@ -183,7 +183,7 @@ class RunWriter:
         self,
         run_dir: Path,
         info: RunInfo,
-        flush_every: int = 256,  # a flush converts its records on the event loop: ~1 ms for 256, ~20 for 4,096
+        flush_every: int = 64,  # a flush converts its records on the event loop: its time holds every send
         flush_interval_s: float = 2.0,
         on_failure: Callable[[str], None] | None = None,
         claimed: bool = False,
