@@ -20,10 +20,11 @@ from infermeter.load import client_health
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.run import benchmark
 from infermeter.records import RunWriter, read_run_info
-from infermeter.report.console import full_report
+from infermeter.report.console import full_report, minimum_report
 from infermeter.run_info import CLIENT_BOUND, ClientHealth
 from infermeter.suites.disclosures import common_requirements
 from infermeter.suites.framework import verdict
+from tests.cli import report_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,8 +96,11 @@ def test_a_client_saturated_on_purpose_says_its_figures_are_upper_bounds(server,
     saved = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())["client_health"]
     assert saved["bound"] is True
     info = read_run_info(tmp_path / "run")
-    assert info.client_health == health and info.notes[0].startswith(CLIENT_BOUND)
-    assert full_report(result.summary, info).startswith(CLIENT_BOUND)
+    assert info.client_health == health
+    text = full_report(result.summary, info)
+    assert text.startswith(CLIENT_BOUND) and text.count(CLIENT_BOUND) == 1  # the banner, not again in the notes
+    assert CLIENT_BOUND in minimum_report(result.summary, info)  # what `infermeter run` ends with
+    assert report_json(tmp_path / "run")["client_health"] == saved  # `report` recomputes; the verdict stays
     assert verdict(common_requirements([info], quick=False)) == "not compliant"
     unmet = [r for r in common_requirements([info], quick=False) if not r.met and r.section == "4.2.5"]
     assert len(unmet) == 1 and "client-bound in 1 of 1 runs" in unmet[0].reason

@@ -148,6 +148,8 @@ def test_endpoints_mode_keeps_the_same_summary(tmp_path):
     assert read_records(tmp_path / "ends").column("token_times").combine_chunks().value_lengths().to_numpy().max() == 2
     j = report_json(tmp_path / "ends")
     assert j["itl_ms"]["p99"] == pytest.approx(full.itl_ms.p99)
+    assert j["goodput"]["fraction"] == full.goodput.fraction  # `report` keeps the simulation's verdict
+    assert report_json(tmp_path / "ends", "--slo", "ttft=1s")["goodput"]["slo"] == {"ttft": 1000.0}
 
 
 def test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother(tmp_path):

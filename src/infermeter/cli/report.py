@@ -142,8 +142,11 @@ def _stored_summary(run_dir: Path) -> Summary | None:
 
 
 def _stored_blocks(summary: Summary, stored: Summary | None, info: RunInfo) -> None:
-    """Blocks the records alone cannot give back, taken from summary.json: the simulator's `sim` block, the
-    server's metrics and energy, and ITL (with its source) when only the endpoints of each stream were recorded."""
+    """Blocks the records alone cannot give back: the client's health from run.json; from summary.json the
+    simulator's `sim` block, the server's metrics and energy, and ITL (with its source, and the goodput its max
+    pause decides) when only the endpoints of each stream were recorded."""
+    if info.client_health is not None:
+        summary.client_health = info.client_health
     if stored is None:
         return
     if stored.sim is not None:
@@ -154,6 +157,8 @@ def _stored_blocks(summary: Summary, stored: Summary | None, info: RunInfo) -> N
         summary.energy = stored.energy
     if info.token_times == "endpoints":
         summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = stored.itl_ms, stored.jitter_ms, stored.max_pause_ms
+        if stored.goodput.slo == summary.goodput.slo:  # a max-pause bound judges each stream's longest pause,
+            summary.goodput = stored.goodput  # which only the simulation knew
         summary.fluidity = stored.fluidity
         if stored.itl_source is not None:
             summary.itl_source = stored.itl_source

@@ -222,8 +222,6 @@ async def _measure(
                 )
             if stats.sent:
                 info.client_health = probe.health()
-                if (warning := info.client_health.warning()) is not None:
-                    info.notes.insert(0, warning)
         elif not stopper.stop.is_set():
             from infermeter.distributed.load import drive_on_cluster, worker_notes
 

@@ -91,7 +91,12 @@ def counting_text(block: Tokenizer) -> str:
     return f"Tokens counted with option {method}, {kind}: {block.name or 'not declared'}"
 
 
-def minimum_report(summary: Summary, info: RunInfo) -> str:
+def client_warning(info: RunInfo) -> str | None:
+    """The client-bound warning a report opens with (run.json's client_health), or None."""
+    return info.client_health.warning() if info.client_health is not None else None
+
+
+def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str:
     """Appendix C.1, filled from run.json and the summary."""
     sut, load = info.sut, info.load
     ttft, tpot = summary.ttft_ms, summary.tpot_ms
@@ -104,6 +109,8 @@ def minimum_report(summary: Summary, info: RunInfo) -> str:
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
     notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}", counting_text(info.tokenizer)]
+    if not warned and (warning := client_warning(info)) is not None:  # `warned`: the report around it opened with it
+        notes.insert(0, warning)
     notes.append(f"Warm-up: {warmup_text(info.warmup)}")
     failed = summary.requests.failures_by_reason
     if failed:
@@ -190,8 +197,7 @@ def failures_table(summary: Summary) -> str:
 
 def full_report(summary: Summary, info: RunInfo) -> str:
     """Every table that applies to the run, then the minimum report; a client-bound run opens with the warning."""
-    health = summary.client_health or info.client_health
-    warning = health.warning() if health is not None else None
+    warning = client_warning(info)
     parts = [warning] if warning is not None else []
     parts.append(table1_ttft(summary))
     if len(summary.ttft_by_input_tokens) > 1:
@@ -205,7 +211,7 @@ def full_report(summary: Summary, info: RunInfo) -> str:
         parts.append(fluidity_table(summary))
     if summary.server_metrics is not None or summary.energy is not None:
         parts.append(server_table(summary))
-    parts.append(minimum_report(summary, info))
+    parts.append(minimum_report(summary, info, warned=True))
     return "\n\n".join(parts)
 
 

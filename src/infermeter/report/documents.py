@@ -96,8 +96,7 @@ def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordCol
     notes = [f"Warm-up: {console.warmup_text(info.warmup)}", *console.disclosure_notes(info), *info.notes]
     for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
         notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
-    health = summary.client_health or info.client_health
-    warning = health.warning() if health is not None else None
+    warning = console.client_warning(info)
     return Document(
         title=f"infermeter run report: {run_dir.name or run_dir}",
         banners=[warning] if warning is not None else [],
