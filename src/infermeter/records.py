@@ -115,6 +115,7 @@ SCHEMA = pa.schema(
 
 
 # Nullable record fields added after the first schema: records written before them read back with nulls.
+ROW_GROUP = 65_536  # records.parquet's rows per row group
 LATER_FIELDS: tuple[str, ...] = (
     "ref_input_tokens",
     "ref_output_tokens",
@@ -278,7 +279,7 @@ class RunWriter:
             return table  # the journal stays as it is: `report` reads it
         try:
             tmp = self.run_dir / (RECORDS + ".tmp")
-            pq.write_table(table, tmp, compression="zstd", row_group_size=65536)
+            pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP)
             os.replace(tmp, self.run_dir / RECORDS)
             (self.run_dir / JOURNAL).unlink()
             (self.run_dir / LEDGER).unlink()

@@ -217,3 +217,20 @@ def test_the_clients_own_descriptor_limit_is_named_as_such(tmp_path):
     cols = one_record_per_request(out)
     reasons = report_json(out)["requests"]["failures_by_reason"]
     assert cols.n == 120 and reasons.get("client out of file descriptors", 0) > 0, reasons
+
+
+def test_a_simulation_whose_run_directory_fills_up_says_so_in_one_line(tmp_path):
+    """The simulator streams its records into the journal as it runs: a write that fails is the same one-line
+    error as a live run's, not an internal error."""
+    out = tmp_path / "sim"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "infermeter", "sim", "--requests", "3000", "--rate", "20", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, preexec_fn=limit, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: --out {out}: "), proc.stderr
+    assert "disk is full" in proc.stderr or "file-size limit" in proc.stderr, proc.stderr

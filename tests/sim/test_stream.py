@@ -1,6 +1,7 @@
 """Records streamed into the run directory while the simulation runs, against the run written in one piece."""
 
 import numpy as np
+import orjson
 import pyarrow.parquet as pq
 import pytest
 
@@ -94,3 +95,22 @@ def test_chunks_leave_while_the_simulation_runs(tmp_path):
     assert int(sealed.ends.count.sum()) == expected_tokens(r, config)
     with pytest.raises(ValueError, match="streamed"):
         write_sim_run(out, tmp_path / "again", {}, 2)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_summary_is_what_the_written_records_give(tmp_path, case):
+    """summary.json is computed from the simulator's own arrays, not read back from records.parquet: recomputed
+    from the records as `report` does, it is the same, refused requests, send times, classes and all."""
+    from infermeter.metrics import RecordColumns, summarize
+    from infermeter.metrics.fluidity import parse_deadlines
+    from infermeter.metrics.summary_model import parse_summary
+
+    config, engines, rate = CASES[case]
+    r = _skewed(600, rate)
+    run = tmp_path / "run"
+    written = simulate_run(r, config, engines, 3, run, {}, "full", slo=SLO, deadlines=DEADLINES, chunk=64)
+    assert 0 < written.requests.failed < written.requests.total  # some refused: both paths must mark them
+    again = summarize(RecordColumns.of_run(run), "B", SLO, parse_deadlines(DEADLINES))
+    stored = parse_summary(orjson.loads((run / "summary.json").read_bytes()), "summary.json")
+    for s in (written, stored):
+        assert s.model_dump(exclude={"sim"}) == again.model_dump(exclude={"sim"})

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,13 +15,14 @@ import numpy as np
 
 from infermeter import __version__
 from infermeter.engine.config import EngineConfig
+from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.metrics.summary import KnownItl
 from infermeter.metrics.summary_model import Sim, Summary
-from infermeter.records import RunInfo, claim_run_dir, write_summary
+from infermeter.records import RunInfo, claim_run_dir, disk_trouble, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
@@ -214,6 +216,15 @@ def _summary(
     return summary
 
 
+@contextlib.contextmanager
+def _on_disk(run_dir: Path) -> Iterator[None]:
+    """A write that fails (a full disk, a file-size limit) ends the command with what went wrong, as a live run's."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+
+
 def write_sim_run(
     out: SimOutcome,
     run_dir: Path,
@@ -232,10 +243,11 @@ def write_sim_run(
     mode = token_mode(token_times, int(out.ends.count.sum()), token_limit)
     info = _run_info(out.config, out.engines, len(out.requests), declaration, mode, slo, deadlines, concurrency)
     claim_run_dir(run_dir, info)
-    stream = RecordStream(out.requests, run_dir, mode, chunk)
-    stream.write_all(out.emissions, out.sent, out.rejected)
-    summary = _summary(sim_block(out), out.requests, out.sent, out.rejected, stream.seal(), slo, deadlines)
-    write_summary(run_dir, summary)
+    with _on_disk(run_dir):
+        stream = RecordStream(out.requests, run_dir, mode, chunk)
+        stream.write_all(out.emissions, out.sent, out.rejected)
+        summary = _summary(sim_block(out), out.requests, out.sent, out.rejected, stream.seal(), slo, deadlines)
+        write_summary(run_dir, summary)
     return summary
 
 
@@ -264,17 +276,18 @@ def simulate_run(
     total = expected_tokens(requests, config)
     mode = token_mode(token_times, total, token_limit)
     claim_run_dir(run_dir, _run_info(config, engines, len(requests), declaration, mode, slo, deadlines, concurrency))
-    stream = RecordStream(requests, run_dir, mode, chunk)
-    out = simulate(requests, config, engines, seed, progress=progress, concurrency=concurrency, sink=stream)
-    assert int(out.ends.count.sum()) == total, "the simulation emitted other tokens than its workload asked for"
-    t1 = time.perf_counter()
-    streamed = stream.seal()
-    del stream
-    t2 = time.perf_counter()
-    sim, sent, rejected = sim_block(out), out.sent, out.rejected
-    del out
-    summary = _summary(sim, requests, sent, rejected, streamed, slo, deadlines)
-    write_summary(run_dir, summary)
+    with _on_disk(run_dir):
+        stream = RecordStream(requests, run_dir, mode, chunk)
+        out = simulate(requests, config, engines, seed, progress=progress, concurrency=concurrency, sink=stream)
+        assert int(out.ends.count.sum()) == total, "the simulation emitted other tokens than its workload asked for"
+        t1 = time.perf_counter()
+        streamed = stream.seal()
+        del stream
+        t2 = time.perf_counter()
+        sim, sent, rejected = sim_block(out), out.sent, out.rejected
+        del out
+        summary = _summary(sim, requests, sent, rejected, streamed, slo, deadlines)
+        write_summary(run_dir, summary)
     if timings is not None:
         timings.update(simulation=t1 - t0, records=t2 - t1, summary=time.perf_counter() - t2)
     return summary

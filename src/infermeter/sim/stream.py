@@ -23,12 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from infermeter.metrics.columns import Ragged
-from infermeter.records import JOURNAL, LATER_FIELDS, RECORDS, SCHEMA
+from infermeter.records import JOURNAL, LATER_FIELDS, RECORDS, ROW_GROUP, SCHEMA
 from infermeter.sim.tokens import Emissions, ItlSamples, TokenEnds
 from infermeter.workload.spec import Requests
 
 Mode = Literal["full", "endpoints"]
-ROW_GROUP = 65_536  # records.parquet's row groups, as RunWriter writes them
 CHUNK = 4 * ROW_GROUP  # requests per journal batch: a multiple of the row group keeps the groups aligned
 # dictionary encoding only where it pays: on every other column Parquet tries it and gives up, at 3x the time
 DICTIONARY = ["request_class", "status", "error", "finish_reason"]
