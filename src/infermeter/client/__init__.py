@@ -3,15 +3,11 @@
 The HTTP transport loads on first use, so naming the backends (the CLI's --backend) does not import aiohttp.
 """
 
-import importlib
-from typing import Any
-
 from infermeter.client import reasons
+from infermeter.lazy import lazy_exports
 
-__all__ = ["ClientConfig", "OpenAIClient", "PreparedRequest", "reasons"]
+_FROM = dict.fromkeys(["ClientConfig", "OpenAIClient", "PreparedRequest"], "openai_sse")
 
+__all__ = [*_FROM, "reasons"]
 
-def __getattr__(name: str) -> Any:
-    if name in ("ClientConfig", "OpenAIClient", "PreparedRequest"):
-        return getattr(importlib.import_module("infermeter.client.openai_sse"), name)
-    raise AttributeError(f"module 'infermeter.client' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

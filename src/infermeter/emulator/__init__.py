@@ -3,8 +3,7 @@
 Its modules load on first use: the emulator's configuration alone does not import the server.
 """
 
-import importlib
-from typing import Any
+from infermeter.lazy import lazy_exports
 
 _FROM = {
     "EmulatorConfig": "config",
@@ -14,10 +13,6 @@ _FROM = {
     "running_emulator": "process",
 }
 
-__all__ = ["EmulatorConfig", "EmulatorProcess", "Fault", "emulator_process", "running_emulator"]
+__all__ = [*_FROM]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"infermeter.emulator.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'infermeter.emulator' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

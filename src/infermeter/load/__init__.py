@@ -3,8 +3,7 @@
 The driver (and its HTTP client) loads on first use: the run's options alone do not import it.
 """
 
-import importlib
-from typing import Any
+from infermeter.lazy import lazy_exports
 
 _FROM = {
     "LiveStats": "driver",
@@ -12,10 +11,6 @@ _FROM = {
     "drive": "driver",
 }
 
-__all__ = ["LiveStats", "LoadPattern", "drive"]
+__all__ = [*_FROM]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"infermeter.load.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'infermeter.load' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

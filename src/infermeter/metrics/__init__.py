@@ -3,8 +3,7 @@
 Its modules load on first use, so a module that needs one metric (or the summary's model) does not import them all.
 """
 
-import importlib
-from typing import Any
+from infermeter.lazy import lazy_exports
 
 _FROM = {
     "Ragged": "columns",
@@ -14,10 +13,6 @@ _FROM = {
     "Summary": "summary_model",
 }
 
-__all__ = ["Ragged", "RecordColumns", "Summary", "counting_of", "summarize"]
+__all__ = [*_FROM]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"infermeter.metrics.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'infermeter.metrics' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

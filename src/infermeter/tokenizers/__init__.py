@@ -4,8 +4,7 @@ their chat templates: prompts are built under them and the emulator counts with 
 Its modules load on first use: naming the reference tokenizer does not import them.
 """
 
-import importlib
-from typing import Any
+from infermeter.lazy import lazy_exports
 
 REFERENCE = "cl100k_base"  # the shipped reference tokenizer (the IETF draft's option B) when none is named
 
@@ -19,19 +18,6 @@ _FROM = {
     "resolve_tokenizer": "offline",
 }
 
-__all__ = [
-    "REFERENCE",
-    "TIKTOKEN_SHA256",
-    "ChatTemplate",
-    "TiktokenTokenizer",
-    "Tokenizer",
-    "check_spec",
-    "declaration",
-    "resolve_tokenizer",
-]
+__all__ = ["REFERENCE", *_FROM]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"infermeter.tokenizers.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'infermeter.tokenizers' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

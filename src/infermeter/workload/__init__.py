@@ -3,8 +3,7 @@
 Its modules load on first use, so naming a constant of one of them does not import them all.
 """
 
-import importlib
-from typing import Any
+from infermeter.lazy import lazy_exports
 
 _FROM = {
     "ArrivalSpec": "arrivals",
@@ -17,19 +16,6 @@ _FROM = {
     "resolve": "standard",
 }
 
-__all__ = [
-    "STANDARD",
-    "ArrivalSpec",
-    "RequestClass",
-    "Requests",
-    "WorkloadSpec",
-    "arrival_offsets",
-    "generate",
-    "resolve",
-]
+__all__ = [*_FROM]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"infermeter.workload.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'infermeter.workload' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)
