@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import uvloop
 
-from infermeter.emulator import EmulatorConfig, running_emulator
+from infermeter.emulator import EmulatorConfig, emulator_process
 from infermeter.engine.config import EngineConfig
 
 ENGINE = EngineConfig.model_validate({
@@ -59,7 +59,7 @@ def request_bytes(host: str, n: int) -> bytes:
     return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
-async def load(url: str, rate: float, seconds: float) -> tuple[int, int, float]:
+async def load(url: str, rate: float, seconds: float) -> tuple[int, int, float, int, float]:
     parts = urlsplit(url)
     loop = asyncio.get_running_loop()
     pool: list[Stream] = []
@@ -80,7 +80,7 @@ async def load(url: str, rate: float, seconds: float) -> tuple[int, int, float]:
     deadline = sent_end + 10
     while len(done) < n and time.perf_counter() < deadline:
         await asyncio.sleep(0.001)
-    return n, len(done), time.perf_counter() - sent_end, sum(done), sent_end - t0  # type: ignore[return-value]
+    return n, len(done), time.perf_counter() - sent_end, sum(done), sent_end - t0
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -99,17 +99,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def emulator_pid(port: int) -> int:
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            if b"infermeter" in cmd and b"serve" in cmd and int(pid) != os.getpid():
-                return int(pid)
-    raise SystemExit("cannot find the emulator's process")
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,10 +107,10 @@ def main() -> None:
     args = parser.parse_args()
     print("emulator on CPU 1, load generator on CPU 0; 16-token prompts, 32 tokens each, constant arrivals")
     for rate in (float(r) for r in args.rates.split(",")):
-        with running_emulator(EmulatorConfig(engine=ENGINE, prefix_caching=False), pin_cpus=True) as url:
-            pid = emulator_pid(int(urlsplit(url).port or 0))
+        with emulator_process(EmulatorConfig(engine=ENGINE, prefix_caching=False), pin_cpus=True) as emu:
+            url, pid = emu.url, emu.process.pid
             before, cpu0 = scrape(url), cpu_seconds(pid)
-            sent, finished, tail, tokens, send_s = uvloop.run(load(url, rate, args.seconds))  # type: ignore[misc]
+            sent, finished, tail, tokens, send_s = uvloop.run(load(url, rate, args.seconds))
             wall = send_s + tail
             after, cpu1 = scrape(url), cpu_seconds(pid)
         d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}

@@ -13,6 +13,7 @@ import contextlib
 import socket
 import ssl
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -116,8 +117,7 @@ class Connection(asyncio.Protocol):
         try:
             self._parse(data, now)
         except Exception as exc:  # a malformed reply, or what the reply's reader raised: this reply ends here
-            self._finish(exc)
-            self.abort()
+            self._finish(exc)  # an error ends the connection too
 
     # requests
     def send(self, request: bytes, reply: Reply) -> None:
@@ -283,7 +283,7 @@ class Pool:
         )
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
-        self._all: set[Connection] = set()
+        self._all: weakref.WeakSet[Connection] = weakref.WeakSet()  # open or in use: a closed one drops out
         self._slots = asyncio.Semaphore(limit) if limit > 0 else None
         self._address: tuple[int, tuple[Any, ...]] | None = None  # resolved once: (family, sockaddr)
 
@@ -336,12 +336,11 @@ class Pool:
             except BaseException:
                 sock.close()
                 raise
-        self._all = {c for c in self._all if not c.closed}
         self._all.add(conn)
         return conn
 
     async def close(self) -> None:
-        for conn in self._all:
+        for conn in list(self._all):
             conn.abort()
         self._all.clear()
         self._idle.clear()
