@@ -69,4 +69,4 @@ async def test_a_duration_is_half_open_and_each_send_tells_the_probe_how_late_it
     offsets = np.arange(20) / 50.0
     await drive(backend, reqs, LoadPattern(offsets=offsets, duration=0.2), records.append, probe=probe)
     assert [r.request_id for r in records] == list(range(10))
-    assert len(probe.send_lag) == 10 and min(probe.send_lag) >= 0.0
+    assert len(probe.send_lag) == 10 and float(np.median(probe.send_lag)) < 0.05  # one per send, as late as it was

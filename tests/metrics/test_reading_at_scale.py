@@ -96,6 +96,7 @@ def test_stats_of_a_big_array_in_one_pass():
     rng = np.random.default_rng(1)
     x = rng.gamma(4.0, 0.005, statistics.BIG + 1000)
     x[rng.integers(0, len(x), 50)] = np.nan
+    assert statistics._one_pass(x) is not None  # the one pass answers: no copy to fall back on
     got = stats(x, 1000).model_dump()
     finite = np.sort(x[np.isfinite(x)])
     n = len(finite)
@@ -172,3 +173,20 @@ def test_server_times_are_found_without_reading_them_all(tmp_path):
     assert cols.any_server_times(cols.ok) and not cols.any_server_times(np.zeros(cols.n, dtype=bool))
     assert "has_server" not in vars(cols)
     assert cols.has_server.tolist() == [False] * 19 + [True]
+
+    many = records(9000)  # three batches of rows; the first request carries server times
+    for r in many[1:]:
+        r.server_token_times = None
+    many[0].server_token_times, many[0].status = [0.5], "ok"
+    write_records(tmp_path / "run3", RunInfo(kind="test"), many)
+    cols = RecordColumns.of_run(tmp_path / "run3")
+    source, read = vars(cols)["_source"], []
+    batches = source.valid_batches
+
+    def counted(name: str):  # type: ignore[no-untyped-def]
+        for batch in batches(name):
+            read.append(len(batch))
+            yield batch
+
+    source.valid_batches = counted
+    assert cols.any_server_times(cols.ok) and read == [4096]  # the first batch told: the rest was never read

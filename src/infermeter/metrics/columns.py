@@ -39,15 +39,6 @@ class Ragged:
         np.cumsum(lengths, out=offsets[1:])
         return cls(offsets, values)
 
-    @classmethod
-    def from_arrow(cls, column: pa.ChunkedArray | pa.Array, dtype: type | None = np.float64) -> Ragged:
-        """A list column's values as they are (no copy when the column is one chunk without null values), cast to
-        `dtype` unless it is None."""
-        arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-        lengths = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        values = arr.flatten().to_numpy(zero_copy_only=False)
-        return cls.from_lengths(lengths, values if dtype is None else values.astype(dtype, copy=False))
-
     def owner(self) -> np.ndarray:
         """Index of the request each value belongs to."""
         return np.repeat(np.arange(len(self.offsets) - 1), self.lengths)
@@ -188,7 +179,8 @@ class RecordColumns:
 
     @property
     def n(self) -> int:
-        return len(self.request_id)
+        source = self.__dict__.get("_source")
+        return source.rows if source is not None else len(self.request_id)  # no column read for a count
 
     @functools.cached_property
     def ok(self) -> np.ndarray:
@@ -299,6 +291,8 @@ class RecordColumns:
 class _Source(Protocol):
     """Where RecordColumns reads a field: an in-memory table, or a RecordsFile."""
 
+    rows: int
+
     def column(self, name: str) -> pa.ChunkedArray: ...
 
     def lists(self, name: str) -> tuple[np.ndarray, np.ndarray]: ...
@@ -313,6 +307,7 @@ class _Source(Protocol):
 class _TableSource:
     def __init__(self, table: pa.Table) -> None:
         self.table = table
+        self.rows = table.num_rows
 
     def column(self, name: str) -> pa.ChunkedArray:
         return self.table.column(name)

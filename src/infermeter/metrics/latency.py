@@ -85,7 +85,7 @@ def token_times(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
     if option in ("A", "B"):
         return cols.tokens
     if option == "C":
-        use_server = cols.has_server & (cols.server.lengths > 0)
+        use_server = cols.server.lengths > 0  # a null list has none
         return _merge(cols.server, cols.tokens, use_server)
     raise ValueError(f"ITL option must be A, B or C, got {option!r}")
 

@@ -60,10 +60,11 @@ def summarize(
     e2e = latency.e2e(cols)
     tpot = latency.tpot(cols)
     norm = latency.normalized_latency(cols)
-    if known_itl is None:
-        itl = latency.itl(cols, itl_option)
+    itl = latency.itl(cols, itl_option) if known_itl is None else None
+    if itl is not None:
         itl_ms, max_pause, jitter = stats(itl.values, MS_PER_S), latency.max_pause(itl), latency.jitter(itl)
     else:
+        assert known_itl is not None
         itl_ms, max_pause, jitter = known_itl.itl_ms, known_itl.max_pause, known_itl.jitter
     start, end = measurement_window(cols)
     window = end - start
@@ -95,7 +96,7 @@ def summarize(
             ok,
             deadlines,
             tpot,
-            latency.itl(cols, itl_option).values,
+            itl.values,  # type: ignore[union-attr]  (deadlines and a known ITL exclude each other)
         ),
         itl_option=itl_option,
         jitter_ms=stats(jitter, MS_PER_S),

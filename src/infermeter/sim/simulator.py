@@ -82,7 +82,6 @@ class SimOutcome:
     decode_time: float  # seconds those decode iterations took
     peak_kv_usage: float
     end_time: float
-    predicted: np.ndarray
     sent: np.ndarray  # when each request left the client: its arrival, or in a closed loop a completion's time
 
     def served(self) -> np.ndarray:
@@ -303,7 +302,6 @@ def simulate(
         decode_time=decode_time,
         peak_kv_usage=max(e.memory.peak / e.memory.total if e.memory.total else 0.0 for e in pool),
         end_time=now,
-        predicted=predicted,
         sent=sent,
     )
 
