@@ -121,6 +121,28 @@ def test_turnarounds_and_the_per_request_cost_of_a_one_at_a_time_server():
     assert engine.api_overhead == pytest.approx(0.001 - TRUE.per_decode_seq, rel=1e-6)  # the same fold
 
 
+def test_per_request_cost_is_read_after_the_shortest_prompts():
+    """A turnaround before a long prompt carries that prompt's whole predicted prefill, and a host whose speed drifted
+    by 10% moves it by 10% of that prefill: only those before the shortest prompts (up to twice its length) count."""
+    from infermeter.engine.calibration import Turnaround
+
+    data = probe(TRUE, 0.001, None, 1)
+
+    def turn(tokens: int, cost: float, slower: float = 1.0) -> Turnaround:
+        prefill = (TRUE.fixed + TRUE.per_decode_seq + TRUE.per_prefill_token * tokens) * slower
+        return Turnaround(prompt_tokens=tokens, seconds=cost + prefill + TRUE.per_context_token * tokens)
+
+    # short ones: 20 ms after each request; three before 1,000-token prompts served 10% slower than calibrated
+    data.turnarounds = [turn(32, 0.020), turn(40, 0.020), turn(60, 0.020)] + [turn(1000, 0.020, 1.1)] * 3
+    engine = fit_engine(data)
+    assert engine.iteration_model.per_request == pytest.approx(0.020, rel=1e-6)
+    (param,) = [p for p in engine.calibration.parameters if p.parameter == "iteration_model.per_request"]
+    assert param.points == 3
+    # every turnaround counted, the median would land on the slow long ones
+    data.turnarounds = [turn(32, 0.020)] + [turn(1000, 0.020, 1.1)] * 3
+    assert fit_engine(data).iteration_model.per_request == pytest.approx(0.020, rel=1e-6)
+
+
 def test_per_request_cost_delays_the_next_request_served_one_at_a_time():
     """Closed form: two requests at t=0, one at a time; the second's prefill starts per_request after the first ends."""
     from infermeter.engine.config import EngineConfig

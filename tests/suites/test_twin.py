@@ -66,6 +66,25 @@ def test_twin_suite_predicts_the_runs_it_measures(calibrated, tmp_path):
     for pct in (30, 60, 90):
         for metric in ("ttft", "itl"):
             assert abs(figures[f"{metric}_p50_error_{pct}"]) <= 0.10, (metric, pct, figures)
+        assert abs(figures[f"ttft_paired_error_{pct}"]) <= 0.10, (pct, figures)
     judged = [r for r in result.requirements if r.section == "twin" and r.level == "MUST"]
     assert len(judged) == 2 and all(r.met for r in judged), judged
     assert (tmp_path / "twin" / "predicted" / "load-30pct" / "summary.json").is_file()
+
+
+def test_paired_ttft_error_is_the_median_of_each_requests_error():
+    """Paired by request id whatever the order; a request failed or missing on one side is left out."""
+    from infermeter.metrics.columns import RecordColumns
+    from infermeter.records import RequestRecord
+    from infermeter.suites.twin import paired_ttft_error
+
+    def rec(rid: int, ttft: float, status: str = "ok") -> RequestRecord:
+        return RequestRecord(rid, output_tokens=1, submitted_at=1.0, token_times=[1.0 + ttft], chunk_times=[1.0 + ttft],
+                             chunk_tokens=[1], status=status)  # fmt: skip
+
+    predicted = RecordColumns.from_records([rec(3, 0.30), rec(1, 0.10), rec(2, 0.25), rec(4, 0.5), rec(5, 0.2)])
+    # errors: id 1 (0.10 - 0.20) / 0.20 = -0.5, id 2 (0.25 - 0.20) / 0.20 = +0.25, id 3 (0.30 - 0.24) / 0.24 = +0.25;
+    # id 4 failed when measured, id 5 never measured, id 6 never predicted
+    measured = RecordColumns.from_records([rec(1, 0.20), rec(2, 0.20), rec(3, 0.24), rec(4, 0.0, "error"), rec(6, 1.0)])
+    assert paired_ttft_error(predicted, measured) == pytest.approx(0.25)
+    assert paired_ttft_error(predicted, RecordColumns.from_records([rec(9, 0.2)])) is None

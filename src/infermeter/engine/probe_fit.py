@@ -16,6 +16,7 @@ from infermeter.engine.calibration import (
     fit_decode,
     per_request_cost,
     quadratic_term,
+    short_turnarounds,
 )
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.latency import IterationModel
@@ -53,7 +54,7 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | Non
                 parameter="iteration_model.per_request",
                 value=per_request,
                 unit="s",
-                fit="turnarounds (median)",
+                fit="turnarounds before the shortest prompts (median)",
                 points=turns,
             )
         )
@@ -98,7 +99,7 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         source=probe.source,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         duration_s=probe.duration_s,
-        parameters=_parameters(decode, chosen, per_request, len(probe.turnarounds)),
+        parameters=_parameters(decode, chosen, per_request, len(short_turnarounds(probe.turnarounds))),
         policies=[PolicyFit(policy=f.policy, residual_rms_ms=f.fit.rms * MS_PER_S, r2=f.fit.r2) for f in fits],
         policy=chosen.policy if not (limited and probe.largest_batch == 1) else f"one at a time ({chosen.policy})",
         largest_batch=probe.largest_batch,
