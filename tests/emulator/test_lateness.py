@@ -7,7 +7,7 @@ import re
 import pytest
 
 from infermeter.emulator import EmulatorConfig, running_emulator
-from infermeter.emulator.engine_loop import LATE_S, REPORT_S, Lateness
+from infermeter.emulator.engine_loop import LATE_BUCKETS, LATE_S, REPORT_S, Lateness
 from infermeter.load import LoadPattern
 from tests.emulator.test_emulator import metric, run_requests, scrape
 from tests.prompts import request
@@ -38,8 +38,19 @@ def test_metrics_count_every_token_the_engine_handed_out():
         text = asyncio.run(scrape(url))
     assert [r.status for r in records] == ["ok"] * 6 and sum(r.output_tokens for r in records) == 48
     assert metric(text, "infermeter:token_lateness_seconds_count") == 48
-    inf = re.search(r'^infermeter:token_lateness_seconds_bucket\{le="\+Inf",[^}]*\} ([0-9.]+)$', text, re.M)
-    assert inf is not None and float(inf.group(1)) == 48
+    buckets = {
+        le: float(v)
+        for le, v in re.findall(
+            r'^infermeter:token_lateness_seconds_bucket\{le="([^"]+)",[^}]*\} ([0-9.e+-]+)$', text, re.M
+        )
+    }
+    assert list(buckets) == [f"{b:g}" for b in LATE_BUCKETS] + ["+Inf"] and buckets["+Inf"] == 48
+    counts = list(buckets.values())
+    assert counts == sorted(counts)  # cumulative
+    # "late" is over LATE_S, which is one of the bucket bounds: the counter is what the histogram puts above it
     late = metric(text, "infermeter:tokens_late_total")
-    assert late is not None and 0 <= late <= 48 and metric(text, "infermeter:timeline_resets_total") is not None
+    assert late == 48 - buckets[f"{LATE_S:g}"], (late, buckets)
+    lateness_sum = metric(text, "infermeter:token_lateness_seconds_sum")
+    assert lateness_sum is not None and lateness_sum >= 0
+    assert metric(text, "infermeter:timeline_resets_total") is not None
     assert metric(text, "vllm:inter_token_latency_seconds_count") == 6 * 7  # the batch histogram: every gap
