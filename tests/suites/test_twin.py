@@ -1,6 +1,8 @@
 """The wind tunnel against a server: `infermeter calibrate` recovers an emulator's engine it was not told, and the
 twin suite's predictions match the runs it then measures."""
 
+import re
+
 import pytest
 import yaml
 
@@ -88,3 +90,15 @@ def test_paired_ttft_error_is_the_median_of_each_requests_error():
     measured = RecordColumns.from_records([rec(1, 0.20), rec(2, 0.20), rec(3, 0.24), rec(4, 0.0, "error"), rec(6, 1.0)])
     assert paired_ttft_error(predicted, measured) == pytest.approx(0.25)
     assert paired_ttft_error(predicted, RecordColumns.from_records([rec(9, 0.2)])) is None
+
+
+def test_the_probe_stops_its_ladder_where_a_batching_server_queues(tmp_path):
+    """A server that runs 4 at a time: the short prompts' ladder ends at the first rung it queued (8); only a
+    one-at-a-time server is sent more short prompts, for their turnarounds."""
+    (tmp_path / "four.yaml").write_text(
+        yaml.safe_dump({"engine": {"scheduler": {"name": "continuous", "max_num_seqs": 4}}})
+    )
+    p = infermeter("calibrate", "--quick", "--emulator-config", tmp_path / "four.yaml", "--out", tmp_path / "e.yaml")
+    assert p.returncode == 0, p.stderr
+    rungs = re.findall(r"(\d+) together, 32-token prompts: (\d+) streaming at most", p.stdout + p.stderr)
+    assert rungs == [("1", "1"), ("2", "2"), ("4", "4"), ("8", "4")], rungs

@@ -254,9 +254,10 @@ async def probe_server(
                         kv, held_most = est, c * prompt
                         kv_source = "tokens held / the KV usage gauge of /metrics"
                 say(f"{c} together, {prompt}-token prompts: {streaming_peak(times)} streaming at most")
-                # the server queued some: sending more shows nothing new, but for the turnarounds the per-request
-                # cost is read from (short prompts, where the prefill subtracted is small and so its error)
-                if streaming_peak(times) < c and (long or len(turns) >= MIN_SHORT_TURNS):
+                # the server queued some: sending more shows nothing new, except to a one-at-a-time server more
+                # turnarounds after short prompts (where the prefill subtracted, and so its error, is small)
+                one_at_a_time = streaming_peak(times) == 1 and not long
+                if streaming_peak(times) < c and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
                     break
         if time.monotonic() < deadline:
             rid = ids.request_id(ids.PREFILL, 10**6)
