@@ -292,7 +292,7 @@ def paired_ttft_error(predicted: RecordColumns, measured: RecordColumns) -> floa
     """The median over requests answered in both of (predicted - measured) / measured TTFT, paired by request id."""
     from infermeter.metrics.latency import ttft
 
-    _, i, j = np.intersect1d(predicted.request_id, measured.request_id, assume_unique=True, return_indices=True)
+    _, i, j = np.intersect1d(predicted.request_id, measured.request_id, return_indices=True)
     pred, meas = ttft(predicted)[i], ttft(measured)[j]
     keep = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
     return float(np.median((pred[keep] - meas[keep]) / meas[keep])) if keep.any() else None
