@@ -18,9 +18,11 @@ from infermeter.records import (
     LATER_FIELDS,
     RECORDS,
     SCHEMA,
+    SEND_HOLD,
     RequestRecord,
     RunInfo,
     RunWriter,
+    _read_journal,
     read_records,
     read_run_info,
     table_to_records,
@@ -226,3 +228,27 @@ def test_a_stray_key_or_an_unknown_version_is_refused_in_one_line(tmp_path, chan
     with pytest.raises(UserError, match=message) as err:
         read_run_info(tmp_path)
     assert str(err.value).startswith(str(tmp_path / "run.json")) and "\n" not in str(err.value)
+
+
+def test_a_writer_told_of_sends_flushes_right_after_a_send(tmp_path):
+    """A flush holds the event loop for its conversion: a writer that is told of sends does it just after one (the
+    most room before the next send), and from `append` only once SEND_HOLD flushes' worth of records wait."""
+
+    def journaled() -> int:
+        w._sink.flush()
+        return _read_journal(run / JOURNAL).num_rows
+
+    run = tmp_path / "run"
+    w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600)
+    for i in range(4):
+        w.sent(i, 0.0, 1, 1)
+        w.append(RequestRecord(request_id=i))
+    assert journaled() == 0  # four wait: appending did not flush them
+    w.sent(4, 0.0, 1, 1)
+    assert journaled() == 4  # the send did
+    for i in range(4, 4 + 4 * SEND_HOLD - 1):
+        w.append(RequestRecord(request_id=i))
+    assert journaled() == 4
+    w.append(RequestRecord(request_id=99))
+    assert journaled() == 4 + 4 * SEND_HOLD  # no send came: the hold is bounded
+    w.close()

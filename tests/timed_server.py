@@ -4,7 +4,10 @@ A bare asyncio protocol (HTTP/1.1 keep-alive, chunked SSE, uvloop) on its own co
 `--ttft` after its body was read, then one every `--gap` seconds, `max_tokens` of them (at most `--tokens`).  One
 loop spins over a heap of due writes, so every write leaves within microseconds of its instant; the server stamps
 time.perf_counter() (CLOCK_MONOTONIC, shared by every process) when it read each request and just before each token
-write.  On SIGTERM it saves that truth to `--truth FILE` (.npz: the prompt's crc32, read time, write times) and exits.
+write.  Each request also carries the kernel's receive timestamp of its last segment (SO_TIMESTAMPNS): on loopback
+the kernel stamps a segment inside the sender's write call, so it is when the request left the client, free of this
+server's own loop turns.  On SIGTERM it saves that truth to `--truth FILE` (.npz: the prompt's crc32, read time,
+wire time, write times) and exits.
 
 Run as `python -m tests.timed_server --truth FILE`; it prints "listening on PORT".
 """
@@ -15,6 +18,8 @@ import argparse
 import asyncio
 import heapq
 import signal
+import socket
+import struct
 import sys
 import time
 import zlib
@@ -30,6 +35,20 @@ EVENT = b'data: {"id":"cmpl-1","object":"text_completion","created":0,"model":"t
 OK_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
 NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 TOKEN = b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
+SO_TIMESTAMPNS = 35  # Linux: SO_TIMESTAMPNS and its control message SCM_TIMESTAMPNS (not exported by `socket`)
+
+
+def realtime_offset() -> float:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC in seconds, from the closest of several paired readings."""
+    best: tuple[int, int] | None = None
+    for _ in range(50):
+        a = time.perf_counter_ns()
+        wall = time.time_ns()
+        b = time.perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall - (a + b) // 2)
+    assert best is not None
+    return best[1] / 1e9
 
 
 def _chunk(data: bytes) -> bytes:
@@ -40,9 +59,10 @@ def _chunk(data: bytes) -> bytes:
 class Stream:
     """One request's reply in progress, and its truth."""
 
-    transport: asyncio.Transport
+    transport: Connection
     key: int
     read_at: float
+    wire_at: float
     tokens: int
     prompt_tokens: int
     writes: list[float] = field(default_factory=list)
@@ -58,11 +78,11 @@ class Server:
         self.done: list[Stream] = []
         self.late: list[float] = []  # write stamp - due time, every token
 
-    def start(self, transport: asyncio.Transport, body: bytes, read_at: float) -> None:
+    def start(self, transport: Connection, body: bytes, read_at: float, wire_at: float) -> None:
         req = orjson.loads(body)
         prompt = req.get("prompt") or req["messages"][-1]["content"]
         n = max(1, min(int(req.get("max_tokens") or self.max_tokens), self.max_tokens))
-        stream = Stream(transport, zlib.crc32(prompt.encode()), read_at, n, len(prompt.split()))
+        stream = Stream(transport, zlib.crc32(prompt.encode()), read_at, wire_at, n, len(prompt.split()))
         transport.write(HEAD)
         self._push(read_at + self.ttft, stream)
 
@@ -97,23 +117,81 @@ class Server:
             path,
             key=np.array([s.key for s in self.done], dtype=np.uint32),
             read_at=np.array([s.read_at for s in self.done]),
+            wire_at=np.array([s.wire_at for s in self.done]),
             writes=writes,
             late=np.array(self.late),
         )
 
 
-class Connection(asyncio.Protocol):
-    """HTTP/1.1 keep-alive: a POST with Content-Length starts a stream; GET /v1/models answers the model."""
+class Connection:
+    """HTTP/1.1 keep-alive on a raw socket (recvmsg, for the kernel's receive timestamp): a POST with Content-Length
+    starts a stream; GET /v1/models answers the model."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, server: Server, sock: socket.socket, offset: float) -> None:
+        self.server, self.sock, self.offset = server, sock, offset
+        self.loop = asyncio.get_running_loop()
         self.buf = b""
-        self.transport: asyncio.Transport | None = None
+        self.out = bytearray()  # what the socket did not take yet
+        self.closed = False
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.loop.add_reader(sock.fileno(), self.readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def is_closing(self) -> bool:
+        return self.closed
 
-    def data_received(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.out:
+            try:
+                data = data[self.sock.send(data) :]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.close()
+                return
+            if not data:
+                return
+            self.loop.add_writer(self.sock.fileno(), self.writable)
+        self.out += data
+
+    def writable(self) -> None:
+        try:
+            del self.out[: self.sock.send(self.out)]
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        if not self.out:
+            self.loop.remove_writer(self.sock.fileno())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.sock.fileno())
+            self.loop.remove_writer(self.sock.fileno())
+            self.sock.close()
+
+    def readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(65536, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        read_at = time.perf_counter()
+        if not data:
+            self.close()
+            return
+        wire_at = read_at
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", value[:16])
+                wire_at = sec + nsec / 1e9 - self.offset
         self.buf += data
         while True:
             end = self.buf.find(b"\r\n\r\n")
@@ -126,29 +204,43 @@ class Connection(asyncio.Protocol):
                     length = int(line[15:])
             if len(self.buf) < end + 4 + length:
                 return
-            read_at = time.perf_counter()
             body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
-            assert self.transport is not None
             line = head.split(b"\r\n", 1)[0]
             if line.startswith((b"post /v1/completions ", b"post /v1/chat/completions ")):
-                self.server.start(self.transport, body, read_at)
+                self.server.start(self, body, read_at, wire_at)
             elif line.startswith(b"get /v1/models "):
-                self.transport.write(OK_JSON % (len(MODELS), MODELS))
+                self.write(OK_JSON % (len(MODELS), MODELS))
             else:
-                self.transport.write(NOT_FOUND)
+                self.write(NOT_FOUND)
 
 
 async def serve(args: argparse.Namespace) -> None:
     server = Server(args.ttft, args.gap, args.tokens)
     loop = asyncio.get_running_loop()
-    listener = await loop.create_server(lambda: Connection(server), "127.0.0.1", args.port, backlog=4096)
-    print(f"listening on {listener.sockets[0].getsockname()[1]}", flush=True)
+    offset = realtime_offset()
+    listener = socket.create_server(("127.0.0.1", args.port), backlog=4096)
+    listener.setblocking(False)
+    connections: list[Connection] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            connections.append(Connection(server, sock, offset))
+
+    loop.add_reader(listener.fileno(), accept)
+    print(f"listening on {listener.getsockname()[1]}", flush=True)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     while not stop.is_set():  # spin: this process has a core to itself, and every write leaves on time
         server.write_due()
         await asyncio.sleep(0)
+    loop.remove_reader(listener.fileno())
     listener.close()
+    for conn in connections:
+        conn.close()
     server.save(args.truth)
 
 

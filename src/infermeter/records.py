@@ -173,11 +173,17 @@ LEDGER_DTYPE = np.dtype(
 )
 
 
+SEND_HOLD = 4  # how many flushes' worth of records a writer told of sends keeps waiting for one (see RunWriter)
+
+
 class RunWriter:
     """Appends records to a run directory as requests finish; `close()` seals them into records.parquet.
 
     A write that fails (the disk is full, a file-size limit) does not raise: the writer keeps later records in
-    memory, says why in `failure`, and calls `on_failure` once so the run can stop sending.
+    memory, says why in `failure`, and calls `on_failure` once so the run can stop sending.  A flush converts its
+    records on the event loop (0.3-0.6 ms for 64), holding any send that falls due meanwhile; a writer told of sends
+    (`sent`) therefore flushes right after one, where the schedule leaves the most room before the next, and from
+    `append` only once SEND_HOLD times as many records wait (or the interval has passed).
     """
 
     def __init__(
@@ -201,6 +207,7 @@ class RunWriter:
         self._flush_every = flush_every
         self._flush_interval = flush_interval_s
         self._last_flush = time.monotonic()
+        self._told_of_sends = False
         self.count = 0
         self.closed = False
         try:
@@ -220,6 +227,9 @@ class RunWriter:
             os.write(self._ledger, entry.tobytes())
         except OSError as exc:
             self._failed(exc)
+        self._told_of_sends = True
+        if len(self._pending) >= self._flush_every:
+            self.flush()
 
     def append(self, record: RequestRecord) -> None:
         if record.error:
@@ -229,7 +239,8 @@ class RunWriter:
             self.unwritten.append(record)
             return
         self._pending.append(record)
-        if len(self._pending) >= self._flush_every or time.monotonic() - self._last_flush >= self._flush_interval:
+        hold = self._flush_every * (SEND_HOLD if self._told_of_sends else 1)
+        if len(self._pending) >= hold or time.monotonic() - self._last_flush >= self._flush_interval:
             self.flush()
 
     def extend(self, table: pa.Table) -> None:

@@ -270,12 +270,19 @@ async def _read_request(reader: asyncio.StreamReader) -> None:
     await reader.readexactly(length)
 
 
-async def _one_at_a_time(handler, n: int, output_tokens: int) -> list[RequestRecord]:
-    """n requests, one after another, from one client to a loopback server running `handler` per connection."""
+async def _one_at_a_time(handler, n: int, output_tokens: int, way: str = "send") -> list[RequestRecord]:
+    """n requests, one after another, from one client to a loopback server running `handler` per connection; each
+    by `send`, or by `start` (the open loop's way: written at once on an idle kept-alive connection)."""
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
     clock = RunClock()
     client = OpenAIClient(ClientConfig(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", model="m"), clock)
-    out = [await client.send(PreparedRequest(i, "x", 1, output_tokens), clock.now()) for i in range(n)]
+    out = []
+    for i in range(n):
+        req = PreparedRequest(i, "x", 1, output_tokens)
+        if way == "send":
+            out.append(await client.send(req, clock.now()))
+        else:
+            out.append(await client.start(req, clock.now(), req.record(clock.now())))
     await client.close()
     server.close()
     return out
@@ -289,12 +296,13 @@ async def _close_after_each_reply(reader: asyncio.StreamReader, writer: asyncio.
     writer.close()
 
 
-def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_again(monkeypatch):
+@pytest.mark.parametrize("way", ["send", "start"])
+def test_a_request_whose_write_fails_on_a_connection_the_server_closed_is_sent_again(monkeypatch, way):
     """A kept-alive connection the server closed after its reply fails the next write: that request never reached
     the server, so it goes again on a fresh connection; without that, every second request of a closed loop fails."""
 
     def twenty() -> list[RequestRecord]:
-        return asyncio.run(_one_at_a_time(_close_after_each_reply, 20, output_tokens=2))
+        return asyncio.run(_one_at_a_time(_close_after_each_reply, 20, output_tokens=2, way=way))
 
     records = twenty()
     assert [r.status for r in records] == ["ok"] * 20 and all(r.output_tokens == 2 for r in records)
@@ -320,13 +328,14 @@ def _serve_then_drop(connections: list[int], answer_fresh: bool):
     return handle
 
 
+@pytest.mark.parametrize("way", ["send", "start"])
 @pytest.mark.parametrize("answer_fresh", [True, False])
-def test_a_reused_connection_dropped_before_any_reply_is_sent_again_a_fresh_one_is_not(answer_fresh):
+def test_a_reused_connection_dropped_before_any_reply_is_sent_again_a_fresh_one_is_not(answer_fresh, way):
     """The request written into a kept-alive connection the server had already closed goes again on a new one; a
     fresh connection closed without a reply is that request's failure (the server got it), and it is not resent."""
 
     opened: list[int] = []
-    records = asyncio.run(_one_at_a_time(_serve_then_drop(opened, answer_fresh), 3, output_tokens=1))
+    records = asyncio.run(_one_at_a_time(_serve_then_drop(opened, answer_fresh), 3, output_tokens=1, way=way))
     connections = len(opened)
     if answer_fresh:
         assert [r.status for r in records] == ["ok"] * 3

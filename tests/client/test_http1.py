@@ -2,6 +2,7 @@
 connection, chunks split at every byte, an interim 100 Continue, and bytes that are not HTTP at all."""
 
 import asyncio
+import contextlib
 import time
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, reasons
@@ -98,3 +99,92 @@ def test_a_request_is_stamped_sent_before_the_server_has_read_it():
     assert [r.status for r in recs] == ["ok"] * 3 and len(read_at) == 3
     for rec, read in zip(recs, read_at, strict=True):
         assert rec.scheduled_at <= rec.submitted_at <= read - clock.t0 < rec.token_times[0]
+
+
+def _keep_alive_server(read_at: list[float], got: asyncio.Event, gap_s: float = 0.0):
+    """Answers every request of a kept-alive connection: the head, then each event in its own write `gap_s` apart."""
+
+    async def handler(reader, writer):
+        while True:
+            try:
+                await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            read_at.append(time.perf_counter())
+            got.set()
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for event in EVENTS.split(b"\n\n")[:-1]:
+                await asyncio.sleep(gap_s)
+                writer.write(b"%x\r\n%s\n\n\r\n" % (len(event) + 2, event))
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    return handler
+
+
+async def _served(handler, max_connections: int = 0):
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    clock = RunClock()
+    config = ClientConfig(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", model="m")
+    return server, clock, OpenAIClient(config, clock, max_connections)
+
+
+def test_start_writes_on_an_idle_connection_before_its_coroutine_runs():
+    """The open loop's sends leave from inside the event loop's callbacks: `start` writes the request at once on an
+    idle kept-alive connection (the server reads it while the returned coroutine has not run a step); without an
+    idle connection (the first request, or a connection limit) nothing leaves until it is awaited."""
+
+    async def go(max_connections: int) -> tuple[bool, bool, list]:
+        read_at: list[float] = []
+        got = asyncio.Event()
+        server, clock, client = await _served(_keep_alive_server(read_at, got), max_connections)
+        first = client.start(PreparedRequest(0, "x", 1, 2), clock.now(), PreparedRequest(0, "x", 1, 2).record(0.0))
+        await asyncio.sleep(0.05)
+        first_left_early = got.is_set()
+        recs = [await first]
+        got.clear()
+        req = PreparedRequest(1, "x", 1, 2)
+        rec = req.record(clock.now())
+        second = client.start(req, rec.scheduled_at, rec)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(got.wait(), 0.5)
+        second_left_early = got.is_set()
+        recs.append(await second)
+        await client.close()
+        server.close()
+        return first_left_early, second_left_early, [(r, t - clock.t0) for r, t in zip(recs, read_at, strict=True)]
+
+    first_early, second_early, recs = asyncio.run(go(0))
+    assert not first_early and second_early
+    for rec, read in recs:
+        assert rec.status == "ok" and rec.output_tokens == 2
+        assert rec.scheduled_at <= rec.submitted_at <= read < rec.token_times[0]
+    first_early, second_early, recs = asyncio.run(go(1))
+    assert not first_early and not second_early  # with a limit, the wait for a slot is acquire's
+    assert [rec.status for rec, _ in recs] == ["ok", "ok"]
+
+
+def test_the_pace_hook_is_called_after_each_read_of_a_reply_until_it_is_taken_away():
+    async def go() -> tuple[int, int]:
+        got = asyncio.Event()
+        server, clock, client = await _served(_keep_alive_server([], got, gap_s=0.02))
+        calls = [0]
+
+        def hook() -> None:
+            calls[0] += 1
+
+        client.pace(hook)
+        rec = await client.send(PreparedRequest(0, "x", 1, 2), clock.now())
+        assert rec.status == "ok"
+        paced = calls[0]
+        client.pace(None)
+        await client.send(PreparedRequest(1, "x", 1, 2), clock.now())
+        await client.close()
+        server.close()
+        return paced, calls[0]
+
+    paced, after = asyncio.run(go())
+    assert paced >= 3  # the head with nothing else, then each of the three events 20 ms apart: a read each
+    assert after == paced

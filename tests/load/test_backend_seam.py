@@ -38,6 +38,12 @@ class ScriptedBackend:
     async def close(self) -> None:
         pass
 
+    def start(self, req: PreparedRequest, scheduled_at: float, record: RequestRecord):
+        return self.send(req, scheduled_at, record)
+
+    def pace(self, poll) -> None:
+        pass
+
     def declaration(self) -> Client:
         return Client(backend="scripted", transport="in-process")
 

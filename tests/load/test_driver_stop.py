@@ -24,6 +24,12 @@ class InstantBackend:
         rec.submitted_at = self.clock.now()
         return rec
 
+    def start(self, req: PreparedRequest, scheduled_at: float, record: RequestRecord):
+        return self.send(req, scheduled_at, record)
+
+    def pace(self, poll) -> None:
+        pass
+
 
 async def test_a_stop_during_a_long_gap_ends_the_schedule_without_waiting_it_out():
     backend = InstantBackend()

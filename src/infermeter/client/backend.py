@@ -8,6 +8,7 @@ from BACKENDS (`--backend`).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from infermeter.errors import UserError
@@ -26,6 +27,17 @@ class Backend(Protocol):
         self, req: PreparedRequest, scheduled_at: float, record: RequestRecord | None = None
     ) -> RequestRecord:
         """Send one request; every outcome is a record.  Cancellation completes `record` and then propagates."""
+        ...
+
+    def start(self, req: PreparedRequest, scheduled_at: float, record: RequestRecord) -> Awaitable[RequestRecord]:
+        """Begin a send at once: the request leaves now when it can without awaiting (an idle kept-alive
+        connection); what is returned finishes it as `send` would.  A backend that cannot returns `send(...)`."""
+        ...
+
+    def pace(self, poll: Callable[[], None] | None) -> None:
+        """Have `poll` called after each read of a reply is handled (None: no more), so that the open loop sends
+        what falls due between two reads, not after the event loop's whole turn.  A backend whose reads happen
+        outside its own code (gRPC) ignores it: its sends go at the driver's timer."""
         ...
 
     async def close(self) -> None: ...

@@ -1,7 +1,9 @@
 """A lean HTTP/1.1 client for streamed replies, built on asyncio protocols.
 
 Each read of a reply is handed to its `Reply` inside the event loop's read callback, with the time the read
-returned: no task wakes per event, so a run's sends are not queued behind thousands of receivers.  A request counts
+returned: no task wakes per event, so a run's sends are not queued behind thousands of receivers.  After each read
+the pool calls its `after_read` hook, if set: the open loop sends what has fallen due there, between two reads, rather
+than after the loop's whole turn of reads.  A request counts
 as sent when its last byte has left the process (the socket took all of it, or the write buffer drained).  Bodies
 framed by Content-Length, chunked encoding or the connection's close; kept-alive connections are pooled.
 """
@@ -65,7 +67,7 @@ _CHUNKED = (_CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER)
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection: writes a request, parses its reply into the Reply it was given."""
 
-    def __init__(self, on_idle: Callable[[Connection], None]) -> None:
+    def __init__(self, on_idle: Callable[[Connection], None], after_read: Callable[[], None]) -> None:
         self.transport: asyncio.Transport | None = None
         self.reply: Reply | None = None
         self.requests = 0  # sent on this connection so far (more than one: it was reused)
@@ -73,6 +75,7 @@ class Connection(asyncio.Protocol):
         self.sent_at: float | None = None  # perf_counter when the current request's last byte left (see send)
         self._drained: asyncio.Future[None] | None = None
         self._on_idle = on_idle
+        self._after_read = after_read
         self._buf = b""
         self._state = _IDLE
         self._left = 0  # bytes left in the body or the current chunk
@@ -118,6 +121,7 @@ class Connection(asyncio.Protocol):
             self._parse(data, now)
         except Exception as exc:  # a malformed reply, or what the reply's reader raised: this reply ends here
             self._finish(exc)  # an error ends the connection too
+        self._after_read()
 
     # requests
     def send(self, request: bytes, reply: Reply) -> None:
@@ -286,17 +290,26 @@ class Pool:
         self._all: weakref.WeakSet[Connection] = weakref.WeakSet()  # open or in use: a closed one drops out
         self._slots = asyncio.Semaphore(limit) if limit > 0 else None
         self._address: tuple[int, tuple[Any, ...]] | None = None  # resolved once: (family, sockaddr)
+        self.after_read: Callable[[], None] | None = None  # called after each read of a reply is handled
+
+    def take_idle(self) -> Connection | None:
+        """An idle kept-alive connection at once, without awaiting; None when there is none, or when connections
+        are limited (that wait is `acquire`'s)."""
+        return self._pop_idle() if self._slots is None else None
+
+    def _pop_idle(self) -> Connection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn
+        return None
 
     async def acquire(self) -> Connection:
         """An idle kept-alive connection, or a new one (OSError, TimeoutError on failure to connect)."""
         if self._slots is not None:
             await self._slots.acquire()
         try:
-            while self._idle:
-                conn = self._idle.pop()
-                if not conn.closed:
-                    return conn
-            return await self._connect()
+            return self._pop_idle() or await self._connect()
         except BaseException:
             if self._slots is not None:
                 self._slots.release()
@@ -314,6 +327,11 @@ class Pool:
         if not conn.closed:
             self._idle.append(conn)
 
+    def _read_done(self) -> None:
+        hook = self.after_read
+        if hook is not None:
+            hook()
+
     async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.connect_timeout):
@@ -328,7 +346,7 @@ class Pool:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
                 _, conn = await loop.create_connection(
-                    lambda: Connection(self._idle_again),
+                    lambda: Connection(self._idle_again, self._read_done),
                     sock=sock,
                     ssl=self.ssl,
                     server_hostname=self.host if self.ssl is not None else None,

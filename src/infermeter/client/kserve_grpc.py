@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Coroutine
+from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -54,6 +56,15 @@ class KServeGrpcClient:
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
         key = config.api_key()
         self._metadata = (("authorization", f"Bearer {key}"),) if key else ()
+
+    def start(
+        self, req: PreparedRequest, scheduled_at: float, record: RequestRecord
+    ) -> Coroutine[Any, Any, RequestRecord]:
+        """grpc.aio writes a call only from a task: the whole send is the coroutine."""
+        return self.send(req, scheduled_at, record)
+
+    def pace(self, poll: Callable[[], None] | None) -> None:
+        """grpc.aio reads replies in its own code: the open loop's sends go at the driver's timer."""
 
     async def close(self) -> None:
         await self._channel.close()

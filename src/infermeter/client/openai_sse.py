@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -24,7 +24,7 @@ import orjson
 from infermeter import __version__, secrets
 from infermeter.client import reasons
 from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
-from infermeter.client.http1 import ConnectionEnded, Head, Pool, ProtocolError
+from infermeter.client.http1 import Connection, ConnectionEnded, Head, Pool, ProtocolError
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
@@ -129,11 +129,14 @@ class _Stale(Exception):
 
 class _Reply:
     """One reply as its reads arrive (called from the event loop's read callback): the head, then SSE bytes into
-    the decoder with the time each read returned; an error reply's body is kept (up to ERROR_BODY_BYTES)."""
+    the decoder with the time each read returned; an error reply's body is kept (up to ERROR_BODY_BYTES).
+    `deadline` is None until the request's task holds it (a request written by `start`, before its task ran)."""
 
     __slots__ = ("clock", "deadline", "decoder", "done", "error_body", "head", "total_at")
 
-    def __init__(self, clock: RunClock, decoder: StreamDecoder, deadline: asyncio.Timeout, total_at: float) -> None:
+    def __init__(
+        self, clock: RunClock, decoder: StreamDecoder, deadline: asyncio.Timeout | None, total_at: float
+    ) -> None:
         self.clock, self.decoder, self.deadline, self.total_at = clock, decoder, deadline, total_at
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.head: Head | None = None
@@ -150,7 +153,7 @@ class _Reply:
             if len(self.error_body) >= ERROR_BODY_BYTES and not self.done.done():
                 self.done.set_result(None)  # enough to say what went wrong; the connection is dropped
             return
-        if self.decoder.feed(data, self.clock.at(now)):
+        if self.decoder.feed(data, self.clock.at(now)) and self.deadline is not None:
             self.deadline.reschedule(self.total_at)
 
     def on_end(self, error: BaseException | None) -> None:
@@ -160,6 +163,17 @@ class _Reply:
             self.done.set_result(None)
         else:
             self.done.set_exception(error)
+
+
+@dataclass
+class _Written:
+    """A request `start` wrote at once on an idle connection; its task reads the reply."""
+
+    conn: Connection
+    reply: _Reply
+    decoder: StreamDecoder
+    payload: bytes
+    started: float  # loop.time() when it was written
 
 
 class OpenAIClient:
@@ -233,6 +247,24 @@ class OpenAIClient:
         body.update(cfg.extra_body)
         return body
 
+    def pace(self, poll: Callable[[], None] | None) -> None:
+        self._pool.after_read = poll
+
+    def start(
+        self, req: PreparedRequest, scheduled_at: float, record: RequestRecord
+    ) -> Coroutine[Any, Any, RequestRecord]:
+        """Write the request now when a kept-alive connection is idle, without waiting for the event loop's next
+        turn; the coroutine returned reads the reply (it is `send` when no connection is idle)."""
+        conn = self._pool.take_idle()
+        if conn is None:
+            return self.send(req, scheduled_at, record)
+        decoder = self._decoder()
+        payload = orjson.dumps(self.body(req))
+        started = asyncio.get_running_loop().time()
+        reply = _Reply(self.clock, decoder, None, started + self.config.total_timeout)
+        conn.send(self._request(payload), reply)
+        return self._send(req, scheduled_at, record, _Written(conn, reply, decoder, payload, started))
+
     async def send(
         self,
         req: PreparedRequest,
@@ -244,18 +276,29 @@ class OpenAIClient:
         Pass `record` (from `req.record(scheduled_at)`) to keep hold of it across a cancellation: it is completed
         with status "cancelled" before the CancelledError propagates.
         """
-        rec = record if record is not None else req.record(scheduled_at)
-        decoder = StreamDecoder(chat=self.config.api == "chat", keep_text=self.config.count_text is not None)
-        trace_ctx: dict[str, float] = {}
+        return await self._send(req, scheduled_at, record if record is not None else req.record(scheduled_at), None)
+
+    def _decoder(self) -> StreamDecoder:
+        return StreamDecoder(chat=self.config.api == "chat", keep_text=self.config.count_text is not None)
+
+    def _request(self, payload: bytes) -> bytes:
+        return self._request_head + b"%d\r\n\r\n" % len(payload) + payload
+
+    async def _send(
+        self, req: PreparedRequest, scheduled_at: float, rec: RequestRecord, written: _Written | None
+    ) -> RequestRecord:
         cfg = self.config
-        payload = orjson.dumps(self.body(req))
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        if written is None:
+            decoder, payload, started = self._decoder(), orjson.dumps(self.body(req)), loop.time()
+        else:
+            decoder, payload, started = written.decoder, written.payload, written.started
+        trace_ctx: dict[str, float] = {}
         try:
             try:
-                async with asyncio.timeout(min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
+                async with asyncio.timeout_at(started + min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
                     try:
-                        await self._exchange(payload, rec, decoder, trace_ctx, deadline, started)
+                        await self._exchange(payload, rec, decoder, trace_ctx, deadline, started, written)
                     except _Stale:
                         await self._resend(payload, rec, decoder, trace_ctx, deadline, started)
                 rec.status = "ok"
@@ -280,24 +323,24 @@ class OpenAIClient:
         trace_ctx: dict[str, float],
         deadline: asyncio.Timeout,
         started: float,
+        written: _Written | None = None,
     ) -> None:
-        """Send the request and read the whole stream; failures become `_Failure`, `StreamFailure` or `_Stale`."""
+        """Send the request (unless `start` wrote it) and read the whole stream; failures become `_Failure`,
+        `StreamFailure` or `_Stale`."""
         state = decoder.state
+        if written is not None:
+            conn, reply = written.conn, written.reply
+            reply.deadline = deadline
+            if state.content_started:
+                deadline.reschedule(reply.total_at)
+        else:
+            conn = await self._connection()
+            reply = _Reply(self.clock, decoder, deadline, started + self.config.total_timeout)
         try:
-            conn = await self._pool.acquire()
-        except TimeoutError:
-            detail = f"no connection within {self.config.connect_timeout:g} s"
-            raise _Failure("error", reasons.CONNECT_TIMEOUT, detail) from None
-        except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                detail = f"{exc.strerror}: raise the open-files limit (ulimit -n) or lower the load"
-                raise _Failure("error", reasons.CLIENT_LIMIT, detail) from None
-            raise _Failure("error", reasons.CANNOT_CONNECT, f"{type(exc).__name__}: {exc}") from None
-        reply = _Reply(self.clock, decoder, deadline, started + self.config.total_timeout)
-        try:
-            if conn.requests:
+            if written is not None or conn.requests:
                 trace_ctx["reused"] = 1.0
-            conn.send(self._request_head + b"%d\r\n\r\n" % len(payload) + payload, reply)
+            if written is None:
+                conn.send(self._request(payload), reply)
             await conn.drained()
             if conn.sent_at is not None:
                 trace_ctx["sent"] = conn.sent_at
@@ -325,6 +368,19 @@ class OpenAIClient:
             elif not reply.done.cancelled():
                 reply.done.exception()  # retrieved: a failure already turned into this request's outcome
             self._pool.release(conn, reply)
+
+    async def _connection(self) -> Connection:
+        """A connection from the pool; failing to get one is the request's `_Failure`."""
+        try:
+            return await self._pool.acquire()
+        except TimeoutError:
+            detail = f"no connection within {self.config.connect_timeout:g} s"
+            raise _Failure("error", reasons.CONNECT_TIMEOUT, detail) from None
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                detail = f"{exc.strerror}: raise the open-files limit (ulimit -n) or lower the load"
+                raise _Failure("error", reasons.CLIENT_LIMIT, detail) from None
+            raise _Failure("error", reasons.CANNOT_CONNECT, f"{type(exc).__name__}: {exc}") from None
 
     async def _resend(
         self,

@@ -1,9 +1,11 @@
 """The load driver: open loop at absolute scheduled times (draft 4.2.3, 4.2.5) or closed loop (4.2.4).
 
 Open loop computes every send time up front and never waits on a response before the next send: each request
-is its own task.  Closed loop keeps C requests in flight, sending the next the moment one finishes; an optional
-barrier releases the first C together (seeds/003's simultaneous start).  Both stop on a request count, a
-duration, or a stop event (Ctrl-C), then give in-flight requests a grace period before cancelling them.
+is its own task, launched by the pacer (load.pacer) from a kernel alarm at its instant or from between two reads
+of replies, its bytes written there and then (`Backend.start`), not a turn of the event loop later.  Closed loop
+keeps C requests in flight, sending the next the moment one finishes; an optional barrier releases the first C
+together (seeds/003's simultaneous start).  Both stop on a request count, a duration, or a stop event (Ctrl-C), then
+give in-flight requests a grace period before cancelling them.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import asyncio
 import contextlib
 import gc
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
+from infermeter.load.alarm import Alarm
 from infermeter.load.client_health import HealthProbe
+from infermeter.load.pacer import Pacer
 from infermeter.records import RequestRecord
 
 
@@ -85,6 +89,7 @@ def quiet_gc() -> Iterator[None]:
 
 
 OnSend = Callable[[PreparedRequest, float], None]
+SPENT_CHECK_S = 0.05  # with a kernel alarm sending, how often the driver looks whether the schedule is spent
 
 
 async def drive(
@@ -102,7 +107,8 @@ async def drive(
     probe: HealthProbe | None = None,
 ) -> None:
     """Send the requests under the pattern; every request that was sent reaches `sink` as exactly one record, a
-    cancelled one included.  `on_send(request, scheduled_at)` is told of each send before it starts.  The schedule
+    cancelled one included.  `on_send(request, scheduled_at)` is told of each send as it starts (in the open loop
+    just after `Backend.start` wrote what it could).  The schedule
     starts `lead_s` from now, or at `start_at` on the client's clock (an instant shared by several processes).
     `probe` is told how late each open-loop send started."""
     with quiet_gc():
@@ -145,25 +151,60 @@ async def _drive(
 
     t_start = clock.now() + lead_s if start_at is None else start_at
     if pattern.offsets is not None:
+        offsets = pattern.offsets
+
+        def scheduled() -> Iterator[tuple[PreparedRequest, float]]:
+            for req, offset in zip(requests, offsets, strict=False):
+                if pattern.duration is not None and offset >= pattern.duration:  # [0, duration)
+                    return
+                yield req, t_start + float(offset)
+
+        async def finish(rec: RequestRecord, exchange: Awaitable[RequestRecord]) -> None:
+            try:
+                await exchange
+            finally:  # a cancelled request is recorded too, then the cancellation goes on
+                stats.record(rec)
+                sink(rec)
+                pacer.poll()  # the loop's ready callbacks are the other place a send would wait behind
+
+        def launch(req: PreparedRequest, scheduled_at: float) -> None:
+            lag = clock.now() - scheduled_at
+            rec = req.record(scheduled_at)
+            try:  # the request's bytes first: the bookkeeping below would delay them by tens of microseconds
+                exchange = client.start(req, scheduled_at, rec)
+            except Exception:  # what could not be written at once is sent (and its failure recorded) by its task
+                exchange = client.send(req, scheduled_at, rec)
+            if timed:
+                probe.sent(lag)  # type: ignore[union-attr]
+            stats.sent += 1
+            if on_send is not None:
+                on_send(req, scheduled_at)
+            task = asyncio.create_task(finish(rec, exchange))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        pacer = Pacer(scheduled(), launch, clock, stop)
+        client.pace(pacer.poll)
+        pacer.arm(Alarm.open(clock, pacer.poll))
         # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
         # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
         stopper = asyncio.ensure_future(stop.wait())
         try:
-            for req, offset in zip(requests, pattern.offsets, strict=False):
-                if stop.is_set() or (pattern.duration is not None and offset >= pattern.duration):  # [0, duration)
+            while True:
+                pacer.poll()
+                if not pacer.pending:
                     break
-                target = t_start + float(offset)
-                delay = target - clock.now()
-                if delay > 0:
+                delay = pacer.due - clock.now()
+                if pacer.alarm is not None:  # the alarm sends; this wakes to see the schedule spent or stopped
+                    await asyncio.wait((stopper,), timeout=max(delay, 0.0) + SPENT_CHECK_S)
+                elif delay > 0:  # asyncio's timer may fire up to a millisecond early: the next turn polls again
                     await asyncio.wait((stopper,), timeout=delay)
-                    if stop.is_set():
-                        break
-                while clock.now() < target:  # timers may fire up to a millisecond early: yield until it is time
+                else:
                     await asyncio.sleep(0)
-                task = asyncio.create_task(one(req, target))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
         finally:
+            client.pace(None)
+            if pacer.alarm is not None:
+                pacer.alarm.close()
             stopper.cancel()
     else:
         assert pattern.concurrency is not None and pattern.concurrency > 0

@@ -1,0 +1,93 @@
+"""A kernel timer on the event loop (Linux timerfd): a callback at an instant of the run clock, to the microsecond.
+
+asyncio's timers are only as fine as the loop's clock (uvloop's is the millisecond) and run after the loop's turn;
+a timerfd makes the loop's poll return at its instant and its callback runs among the turn's reads.  Where there is
+no timerfd (not Linux), `Alarm.open` gives None and the open loop paces on asyncio's timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from infermeter.records import RunClock
+
+_CLOCK_MONOTONIC = 1  # time.perf_counter's clock on Linux
+_TFD_NONBLOCK, _TFD_CLOEXEC, _TFD_TIMER_ABSTIME = 0o4000, 0o2000000, 1
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+class Alarm:
+    """Calls `fire` once the run clock reaches the instant last `set` (at once if it has passed)."""
+
+    def __init__(self, fd: int, settime: Callable[[int, int], None], clock: RunClock, fire: Callable[[], None]) -> None:
+        self._fd, self._settime, self._clock, self._fire = fd, settime, clock, fire
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(fd, self._ready)
+
+    @classmethod
+    def open(cls, clock: RunClock, fire: Callable[[], None]) -> Alarm | None:
+        """An alarm on the running loop, or None where the kernel offers no timerfd on perf_counter's clock."""
+        if not sys.platform.startswith("linux"):
+            return None
+        if abs(time.clock_gettime(_CLOCK_MONOTONIC) - time.perf_counter()) > 1e-3:
+            return None
+        try:
+            fd, settime = _timerfd()
+        except (OSError, AttributeError):
+            return None
+        return cls(fd, settime, clock, fire)
+
+    def set(self, at: float) -> None:
+        """Fire at `at` on the run clock (replacing the instant set before)."""
+        self._settime(self._fd, max(round((self._clock.t0 + at) * 1e9), 1))
+
+    def close(self) -> None:
+        self._loop.remove_reader(self._fd)
+        os.close(self._fd)
+
+    def _ready(self) -> None:
+        try:
+            os.read(self._fd, 8)  # the expiry count: reading it disarms the readiness
+        except BlockingIOError:  # re-set to a later instant after it expired: nothing to fire yet
+            return
+        self._fire()
+
+
+def _timerfd() -> tuple[int, Callable[[int, int], None]]:
+    """A non-blocking CLOCK_MONOTONIC timerfd and a function arming it at an absolute instant in ns."""
+    if hasattr(os, "timerfd_create"):  # Python 3.13+
+        fd = os.timerfd_create(_CLOCK_MONOTONIC, flags=_TFD_NONBLOCK | _TFD_CLOEXEC)
+
+        def settime(fd: int, at_ns: int) -> None:
+            os.timerfd_settime_ns(fd, flags=_TFD_TIMER_ABSTIME, initial=at_ns)
+
+        return fd, settime
+    libc = ctypes.CDLL(None, use_errno=True)
+    create, arm = libc.timerfd_create, libc.timerfd_settime
+    create.argtypes, create.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    arm.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec), ctypes.c_void_p]
+    arm.restype = ctypes.c_int
+    fd = create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "timerfd_create failed")
+    spec = _Itimerspec()
+    ref = ctypes.byref(spec)
+
+    def settime_libc(fd: int, at_ns: int) -> None:
+        spec.it_value.tv_sec, spec.it_value.tv_nsec = divmod(at_ns, 1_000_000_000)
+        if arm(fd, _TFD_TIMER_ABSTIME, ref, None) != 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+
+    return fd, settime_libc

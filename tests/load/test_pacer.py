@@ -1,0 +1,142 @@
+"""The open loop's pacer and its kernel alarm: sends launched in order once due (never before, none after a stop),
+the alarm kept set to the next one, and a timerfd that fires at its instant and not before."""
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from infermeter.client import PreparedRequest
+from infermeter.load.alarm import Alarm
+from infermeter.load.pacer import Pacer
+from infermeter.records import RunClock
+
+
+class StoppedClock(RunClock):
+    """A run clock that reads what the test sets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class FakeAlarm:
+    def __init__(self) -> None:
+        self.instants: list[float] = []
+
+    def set(self, at: float) -> None:
+        self.instants.append(at)
+
+
+def _pacer(times: list[float]) -> tuple[Pacer, StoppedClock, list[tuple[int, float]], asyncio.Event]:
+    clock, launched, stop = StoppedClock(), [], asyncio.Event()
+    schedule = iter([(PreparedRequest(i, "p", 1, 1), t) for i, t in enumerate(times)])
+    pacer = Pacer(schedule, lambda req, at: launched.append((req.request_id, at)), clock, stop)
+    return pacer, clock, launched, stop
+
+
+def test_sends_go_once_due_in_order_every_one_due_at_a_poll():
+    pacer, clock, launched, _ = _pacer([0.010, 0.020, 0.020, 0.050])
+    alarm = FakeAlarm()
+    pacer.arm(alarm)  # type: ignore[arg-type]
+    assert alarm.instants == [0.010] and pacer.due == 0.010
+    clock.t = 0.009999
+    pacer.poll()
+    assert launched == []  # not a microsecond early
+    clock.t = 0.0205  # late: the one due at 10 ms and both due at 20 ms go, in schedule order
+    pacer.poll()
+    assert launched == [(0, 0.010), (1, 0.020), (2, 0.020)]
+    assert alarm.instants == [0.010, 0.050] and pacer.due == 0.050
+    clock.t = 0.060
+    pacer.poll()
+    assert [i for i, _ in launched] == [0, 1, 2, 3]
+    assert not pacer.pending and pacer.due == math.inf
+    assert alarm.instants == [0.010, 0.050]  # nothing left to wake for
+
+
+def test_nothing_is_launched_after_a_stop():
+    pacer, clock, launched, stop = _pacer([0.0, 0.001, 0.002])
+    clock.t = 0.0
+    pacer.poll()
+    stop.set()
+    clock.t = 1.0
+    pacer.poll()
+    assert launched == [(0, 0.0)] and not pacer.pending
+
+
+def test_a_launch_that_raises_does_not_send_its_request_again():
+    clock, stop = StoppedClock(), asyncio.Event()
+    tries: list[int] = []
+
+    def launch(req: PreparedRequest, at: float) -> None:
+        tries.append(req.request_id)
+        if req.request_id == 0:
+            raise RuntimeError("boom")
+
+    pacer = Pacer(iter([(PreparedRequest(i, "p", 1, 1), 0.0) for i in range(2)]), launch, clock, stop)
+    with pytest.raises(RuntimeError):
+        pacer.poll()
+    pacer.poll()
+    assert tries == [0, 1]
+
+
+async def _alarm_firings(delays: list[float], replace_with: float | None = None) -> tuple[list[float], list[float]]:
+    clock = RunClock()
+    fired: list[float] = []
+    alarm = Alarm.open(clock, lambda: fired.append(clock.now()))
+    assert alarm is not None, "this machine's kernel has a timerfd (Linux)"
+    instants = []
+    try:
+        for delay in delays:
+            at = clock.now() + delay
+            instants.append(at)
+            alarm.set(at)
+            if replace_with is not None:
+                alarm.set(at + replace_with)  # replaces the first instant
+            count = len(fired)
+            deadline = time.perf_counter() + 2.0 + (replace_with or 0.0)
+            while len(fired) == count and time.perf_counter() < deadline:
+                await asyncio.sleep(0.0005)
+    finally:
+        alarm.close()
+    return instants, fired
+
+
+def test_the_alarm_fires_at_its_instant_never_before_it():
+    """The kernel never fires a timerfd early (asyncio's uvloop timers can be a millisecond early); how late is the
+    machine's wake-up latency, which benchmarks/open_loop.py measures."""
+    instants, fired = asyncio.run(_alarm_firings([0.003, 0.0001, 0.010, 0.0017, 0.0]))
+    assert len(fired) == len(instants)
+    assert all(f >= i for f, i in zip(fired, instants, strict=True))
+
+
+def test_setting_the_alarm_again_replaces_its_instant():
+    instants, fired = asyncio.run(_alarm_firings([0.001], replace_with=0.3))
+    assert len(fired) == 1 and fired[0] >= instants[0] + 0.3  # not at the first instant: only at the second
+
+
+def test_the_pacer_never_sends_early_on_a_live_loop():
+    """A whole schedule on a live event loop, the alarm polling: every send at or after its instant, in order."""
+
+    async def run() -> tuple[list[float], list[tuple[int, float, float]]]:
+        clock, stop = RunClock(), asyncio.Event()
+        start = clock.now() + 0.01
+        times = [start + k * 0.0007 for k in range(40)]
+        launched: list[tuple[int, float, float]] = []
+        schedule = iter([(PreparedRequest(i, "p", 1, 1), t) for i, t in enumerate(times)])
+        pacer = Pacer(schedule, lambda req, at: launched.append((req.request_id, at, clock.now())), clock, stop)
+        pacer.arm(Alarm.open(clock, pacer.poll))
+        deadline = time.perf_counter() + 10
+        while pacer.pending and time.perf_counter() < deadline:
+            await asyncio.sleep(0.005)
+        assert pacer.alarm is not None
+        pacer.alarm.close()
+        return times, launched
+
+    _times, launched = asyncio.run(run())
+    assert [i for i, _, _ in launched] == list(range(40))
+    assert all(sent >= at for _, at, sent in launched)
