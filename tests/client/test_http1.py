@@ -188,3 +188,32 @@ def test_the_pace_hook_is_called_after_each_read_of_a_reply_until_it_is_taken_aw
     paced, after = asyncio.run(go())
     assert paced >= 3  # the head with nothing else, then each of the three events 20 ms apart: a read each
     assert after == paced
+
+
+def test_a_body_that_cannot_be_encoded_is_a_failed_record_and_keeps_no_connection():
+    """A prompt holding a lone surrogate is not JSON: by `send` or `start` it is an error record saying so (never an
+    "ok" record without tokens), and the idle connection `start` would have used carries the next request at once."""
+
+    async def go() -> tuple[list, bool]:
+        got = asyncio.Event()
+        server, clock, client = await _served(_keep_alive_server([], got))
+        recs = [await client.send(PreparedRequest(0, "x", 1, 2), clock.now())]
+        bad = PreparedRequest(1, "\ud800", 1, 2)
+        recs.append(await client.send(bad, clock.now()))
+        recs.append(await client.start(bad, clock.now(), bad.record(clock.now())))
+        got.clear()
+        good = PreparedRequest(2, "x", 1, 2)
+        nxt = client.start(good, clock.now(), good.record(clock.now()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(got.wait(), 2.0)
+        written_at_once = got.is_set()
+        recs.append(await nxt)
+        await client.close()
+        server.close()
+        return recs, written_at_once
+
+    recs, written_at_once = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok", "error", "error", "ok"]
+    for rec in recs[1:3]:
+        assert failure_reason(rec.error) == reasons.CLIENT_ERROR and "cannot be encoded as JSON" in rec.error
+    assert written_at_once

@@ -255,11 +255,14 @@ class OpenAIClient:
     ) -> Coroutine[Any, Any, RequestRecord]:
         """Write the request now when a kept-alive connection is idle, without waiting for the event loop's next
         turn; the coroutine returned reads the reply (it is `send` when no connection is idle)."""
+        try:  # first: a body that cannot be encoded must not take a connection
+            payload = orjson.dumps(self.body(req))
+        except TypeError:  # orjson.JSONEncodeError: `send` records why
+            return self.send(req, scheduled_at, record)
         conn = self._pool.take_idle()
         if conn is None:
             return self.send(req, scheduled_at, record)
         decoder = self._decoder()
-        payload = orjson.dumps(self.body(req))
         started = asyncio.get_running_loop().time()
         reply = _Reply(self.clock, decoder, None, started + self.config.total_timeout)
         conn.send(self._request(payload), reply)
@@ -290,7 +293,13 @@ class OpenAIClient:
         cfg = self.config
         loop = asyncio.get_running_loop()
         if written is None:
-            decoder, payload, started = self._decoder(), orjson.dumps(self.body(req)), loop.time()
+            try:
+                payload = orjson.dumps(self.body(req))
+            except TypeError as exc:  # orjson.JSONEncodeError: e.g. a prompt holding a lone surrogate
+                detail = f"the request body cannot be encoded as JSON ({exc}): it was not sent"
+                rec.status, rec.error = "error", failure(reasons.CLIENT_ERROR, detail)  # type: ignore[assignment]
+                return rec
+            decoder, started = self._decoder(), loop.time()
         else:
             decoder, payload, started = written.decoder, written.payload, written.started
         trace_ctx: dict[str, float] = {}
