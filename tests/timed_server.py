@@ -219,6 +219,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     offset = realtime_offset()
     listener = socket.create_server(("127.0.0.1", args.port), backlog=4096)
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: a connection's first segment is stamped
     listener.setblocking(False)
     connections: list[Connection] = []
 

@@ -76,3 +76,28 @@ async def test_a_duration_is_half_open_and_each_send_tells_the_probe_how_late_it
     await drive(backend, reqs, LoadPattern(offsets=offsets, duration=0.2), records.append, probe=probe)
     assert [r.request_id for r in records] == list(range(10))
     assert len(probe.send_lag) == 10 and float(np.median(probe.send_lag)) < 0.05  # one per send, as late as it was
+
+
+def test_a_stop_at_the_first_send_still_records_every_request_launched():
+    """A stop and a hard stop raised while a send is launched (the journal failing on its note of the send) cancel the
+    in-flight tasks at once, before any has run a step: each request sent is still exactly one record."""
+    backend = InstantBackend()
+    reqs = [PreparedRequest(i, "p", 1, 1) for i in range(3)]
+    stop, hard_stop = asyncio.Event(), asyncio.Event()
+    records: list[RequestRecord] = []
+    sent: list[int] = []
+
+    def on_send(req: PreparedRequest, at: float) -> None:
+        sent.append(req.request_id)
+        stop.set()
+        hard_stop.set()
+
+    async def go() -> None:
+        pattern = LoadPattern(offsets=np.zeros(3))
+        await drive(
+            backend, reqs, pattern, records.append, stop=stop, hard_stop=hard_stop, on_send=on_send,
+            start_at=backend.clock.now(),  # due at once: the driver's own poll launches it, then sees the stop
+        )  # fmt: skip
+
+    asyncio.run(go())
+    assert sent and sorted(r.request_id for r in records) == sorted(sent)

@@ -46,6 +46,28 @@ class Head:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+class Outgoing:
+    """One request's write: `at` is the perf_counter time its last byte left the process (None until then), kept
+    with the request, not the connection, which may carry the next request before this one's task looks."""
+
+    __slots__ = ("at", "left")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.left: asyncio.Future[None] | None = None  # set while bytes wait in the transport's buffer
+
+    async def drained(self) -> None:
+        """Until the last byte has left the process (at once when the socket took it all)."""
+        if self.left is not None:
+            await self.left
+
+    def _leave(self, at: float | None) -> None:
+        if self.at is None:
+            self.at = at
+        if self.left is not None and not self.left.done():
+            self.left.set_result(None)
+
+
 class Reply(Protocol):
     """Where a connection delivers one reply, from the event loop's read callback."""
 
@@ -72,8 +94,7 @@ class Connection(asyncio.Protocol):
         self.reply: Reply | None = None
         self.requests = 0  # sent on this connection so far (more than one: it was reused)
         self.closed = False
-        self.sent_at: float | None = None  # perf_counter when the current request's last byte left (see send)
-        self._drained: asyncio.Future[None] | None = None
+        self._out: Outgoing | None = None  # the current request's write
         self._on_idle = on_idle
         self._after_read = after_read
         self._buf = b""
@@ -92,19 +113,17 @@ class Connection(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=0)  # paused while anything waits to leave: resume = all sent
 
     def pause_writing(self) -> None:
-        if self._drained is None:
-            self._drained = asyncio.get_running_loop().create_future()
+        if self._out is not None and self._out.left is None:
+            self._out.left = asyncio.get_running_loop().create_future()
 
     def resume_writing(self) -> None:
-        self.sent_at = time.perf_counter()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
+        if self._out is not None:
+            self._out._leave(time.perf_counter())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        if self._out is not None:
+            self._out._leave(None)  # never sent whole: the reply's end says what happened
         if self.reply is None:
             return
         if self._state == _UNTIL_CLOSE and exc is None:
@@ -121,26 +140,28 @@ class Connection(asyncio.Protocol):
             self._parse(data, now)
         except Exception as exc:  # a malformed reply, or what the reply's reader raised: this reply ends here
             self._finish(exc)  # an error ends the connection too
-        self._after_read()
+        try:
+            self._after_read()
+        except Exception as exc:  # the open loop's pacer failing is not this connection's failure
+            context = {"message": "the open loop's pacer failed after a read", "exception": exc, "protocol": self}
+            asyncio.get_running_loop().call_exception_handler(context)
 
     # requests
-    def send(self, request: bytes, reply: Reply) -> None:
-        """Write a whole request; its reply goes to `reply`.  `sent_at` is set once every byte has left: when the
-        socket took them all in the write call, the moment that call began (the bytes left during it, microseconds,
-        and a server may read them before the call returns); else when the transport's buffer drained."""
+    def send(self, request: bytes, reply: Reply) -> Outgoing:
+        """Write a whole request; its reply goes to `reply`.  The Outgoing returned is stamped once every byte has
+        left: when the socket took them all in the write call, the moment that call began (the bytes left during it,
+        microseconds, and a server may read them before the call returns); else when the transport's buffer
+        drained."""
         assert self.transport is not None and self.reply is None
-        self.reply, self.sent_at, self._responded = reply, None, False
+        self.reply, self._responded = reply, False
         self._state, self._buf = _HEAD, b""
         self.requests += 1
+        out = self._out = Outgoing()
         began = time.perf_counter()
         self.transport.write(request)
         if self.transport.get_write_buffer_size() == 0:
-            self.sent_at = began
-
-    async def drained(self) -> None:
-        """Until the request's last byte has left the process (at once when the socket took it all)."""
-        if self._drained is not None:
-            await self._drained
+            out.at = began
+        return out
 
     def abort(self) -> None:
         self.closed = True

@@ -24,7 +24,7 @@ import orjson
 from infermeter import __version__, secrets
 from infermeter.client import reasons
 from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
-from infermeter.client.http1 import Connection, ConnectionEnded, Head, Pool, ProtocolError
+from infermeter.client.http1 import Connection, ConnectionEnded, Head, Outgoing, Pool, ProtocolError
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
@@ -171,6 +171,7 @@ class _Written:
 
     conn: Connection
     reply: _Reply
+    out: Outgoing
     decoder: StreamDecoder
     payload: bytes
     started: float  # loop.time() when it was written
@@ -265,8 +266,8 @@ class OpenAIClient:
         decoder = self._decoder()
         started = asyncio.get_running_loop().time()
         reply = _Reply(self.clock, decoder, None, started + self.config.total_timeout)
-        conn.send(self._request(payload), reply)
-        return self._send(req, scheduled_at, record, _Written(conn, reply, decoder, payload, started))
+        out = conn.send(self._request(payload), reply)
+        return self._send(req, scheduled_at, record, _Written(conn, reply, out, decoder, payload, started))
 
     async def send(
         self,
@@ -338,7 +339,7 @@ class OpenAIClient:
         `StreamFailure` or `_Stale`."""
         state = decoder.state
         if written is not None:
-            conn, reply = written.conn, written.reply
+            conn, reply, out = written.conn, written.reply, written.out
             reply.deadline = deadline
             if state.content_started:
                 deadline.reschedule(reply.total_at)
@@ -349,11 +350,11 @@ class OpenAIClient:
             if written is not None or conn.requests:
                 trace_ctx["reused"] = 1.0
             if written is None:
-                conn.send(self._request(payload), reply)
-            await conn.drained()
-            if conn.sent_at is not None:
-                trace_ctx["sent"] = conn.sent_at
-                rec.submitted_at = self.clock.at(conn.sent_at)
+                out = conn.send(self._request(payload), reply)
+            await out.drained()
+            if out.at is not None:
+                trace_ctx["sent"] = out.at
+                rec.submitted_at = self.clock.at(out.at)
             try:
                 await reply.done
             except ConnectionEnded as exc:

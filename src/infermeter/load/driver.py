@@ -174,22 +174,22 @@ async def _drive(
                 exchange = client.start(req, scheduled_at, rec)
             except Exception:  # what could not be written at once is sent (and its failure recorded) by its task
                 exchange = client.send(req, scheduled_at, rec)
+            task = asyncio.create_task(finish(rec, exchange))  # next: whatever fails below, the request has its task
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
             if timed:
                 probe.sent(lag)  # type: ignore[union-attr]
             stats.sent += 1
             if on_send is not None:
                 on_send(req, scheduled_at)
-            task = asyncio.create_task(finish(rec, exchange))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
 
         pacer = Pacer(scheduled(), launch, clock, stop)
-        client.pace(pacer.poll)
-        pacer.arm(Alarm.open(clock, pacer.poll))
         # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
         # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
         stopper = asyncio.ensure_future(stop.wait())
         try:
+            client.pace(pacer.poll)
+            pacer.arm(Alarm.open(clock, pacer.poll))
             while True:
                 pacer.poll()
                 if not pacer.pending:
@@ -201,10 +201,9 @@ async def _drive(
                     await asyncio.wait((stopper,), timeout=delay)
                 else:
                     await asyncio.sleep(0)
-        finally:
+        finally:  # also when drive itself fails or is cancelled: a request still finishing launches nothing more
             client.pace(None)
-            if pacer.alarm is not None:
-                pacer.alarm.close()
+            pacer.close()
             stopper.cancel()
     else:
         assert pattern.concurrency is not None and pattern.concurrency > 0
@@ -264,6 +263,9 @@ async def finish_in_flight(
             done, _ = await asyncio.wait(pending | {hard}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             pending -= done
         hard.cancel()
+        # a task launched in the last turn has not run a step, and one cancelled before its first step never runs
+        # its `finally` (no record): let every such task start first
+        await asyncio.sleep(0)
         for t in pending:
             t.cancel()
         if pending:

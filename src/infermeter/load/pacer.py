@@ -54,6 +54,13 @@ class Pacer:
         if self.alarm is not None and self.pending:
             self.alarm.set(self.due)
 
+    def close(self) -> None:
+        """Launch nothing more, and close the alarm."""
+        self._next, self.due = None, math.inf
+        if self.alarm is not None:
+            self.alarm.close()
+            self.alarm = None
+
     def _advance(self) -> None:
         self._next = next(self._schedule, None)
         self.due = self._next[1] if self._next is not None else math.inf
