@@ -63,6 +63,11 @@ def disk_trouble(exc: OSError) -> str:
     return f"the run directory cannot be written ({exc.strerror or exc})"
 
 
+def out_error(run_dir: Path, exc: OSError) -> UserError:
+    """The one-line error of a command whose run directory (`--out`) could not be written."""
+    return UserError(f"--out {run_dir}: {disk_trouble(exc)}")
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """One request as measured: all times are seconds on the run's monotonic clock, relative to its start."""
@@ -165,7 +170,7 @@ def claim_run_dir(run_dir: Path, info: RunInfo) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_run_info(run_dir, info)
     except OSError as exc:
-        raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+        raise out_error(run_dir, exc) from None
 
 
 LEDGER_DTYPE = np.dtype(
@@ -216,7 +221,7 @@ class RunWriter:
             self._stream = pa.ipc.new_stream(self._sink, SCHEMA)
             self._ledger = os.open(run_dir / LEDGER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
-            raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+            raise out_error(run_dir, exc) from None
 
     def sent(self, request_id: int, scheduled_at: float, input_tokens: int, max_tokens: int) -> None:
         """Note a request the moment it is sent (a killed run still accounts for it)."""

@@ -15,14 +15,13 @@ import numpy as np
 
 from infermeter import __version__
 from infermeter.engine.config import EngineConfig
-from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.metrics.summary import KnownItl
 from infermeter.metrics.summary_model import Sim, Summary
-from infermeter.records import RunInfo, claim_run_dir, disk_trouble, write_summary
+from infermeter.records import RunInfo, claim_run_dir, out_error, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
@@ -222,7 +221,7 @@ def _on_disk(run_dir: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise UserError(f"--out {run_dir}: {disk_trouble(exc)}") from None
+        raise out_error(run_dir, exc) from None
 
 
 def write_sim_run(
