@@ -131,6 +131,18 @@ async def _served(handler, max_connections: int = 0):
     return server, clock, OpenAIClient(config, clock, max_connections)
 
 
+async def _started(client: OpenAIClient, clock: RunClock, got: asyncio.Event, req: PreparedRequest, wait_s: float):
+    """`start` a request; whether the server read it before its coroutine ran a step (`got`, waited for up to
+    `wait_s`), then its record."""
+    got.clear()
+    rec = req.record(clock.now())
+    exchange = client.start(req, rec.scheduled_at, rec)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(got.wait(), wait_s)
+    left_at_once = got.is_set()
+    return left_at_once, await exchange
+
+
 def test_start_writes_on_an_idle_connection_before_its_coroutine_runs():
     """The open loop's sends leave from inside the event loop's callbacks: `start` writes the request at once on an
     idle kept-alive connection (the server reads it while the returned coroutine has not run a step); without an
@@ -140,18 +152,9 @@ def test_start_writes_on_an_idle_connection_before_its_coroutine_runs():
         read_at: list[float] = []
         got = asyncio.Event()
         server, clock, client = await _served(_keep_alive_server(read_at, got), max_connections)
-        first = client.start(PreparedRequest(0, "x", 1, 2), clock.now(), PreparedRequest(0, "x", 1, 2).record(0.0))
-        await asyncio.sleep(0.05)
-        first_left_early = got.is_set()
-        recs = [await first]
-        got.clear()
-        req = PreparedRequest(1, "x", 1, 2)
-        rec = req.record(clock.now())
-        second = client.start(req, rec.scheduled_at, rec)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(got.wait(), 0.5)
-        second_left_early = got.is_set()
-        recs.append(await second)
+        first_left_early, first = await _started(client, clock, got, PreparedRequest(0, "x", 1, 2), 0.05)
+        second_left_early, second = await _started(client, clock, got, PreparedRequest(1, "x", 1, 2), 0.5)
+        recs = [first, second]
         await client.close()
         server.close()
         return first_left_early, second_left_early, [(r, t - clock.t0) for r, t in zip(recs, read_at, strict=True)]
@@ -201,13 +204,8 @@ def test_a_body_that_cannot_be_encoded_is_a_failed_record_and_keeps_no_connectio
         bad = PreparedRequest(1, "\ud800", 1, 2)
         recs.append(await client.send(bad, clock.now()))
         recs.append(await client.start(bad, clock.now(), bad.record(clock.now())))
-        got.clear()
-        good = PreparedRequest(2, "x", 1, 2)
-        nxt = client.start(good, clock.now(), good.record(clock.now()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(got.wait(), 2.0)
-        written_at_once = got.is_set()
-        recs.append(await nxt)
+        written_at_once, good = await _started(client, clock, got, PreparedRequest(2, "x", 1, 2), 2.0)
+        recs.append(good)
         await client.close()
         server.close()
         return recs, written_at_once
