@@ -107,8 +107,8 @@ async def drive(
     probe: HealthProbe | None = None,
 ) -> None:
     """Send the requests under the pattern; every request that was sent reaches `sink` as exactly one record, a
-    cancelled one included.  `on_send(request, scheduled_at)` is told of each send as it starts (in the open loop
-    just after `Backend.start` wrote what it could).  The schedule
+    cancelled one included.  `on_send(request, scheduled_at)` is told of each send as it starts (just after
+    `Backend.start` wrote what it could).  The schedule
     starts `lead_s` from now, or at `start_at` on the client's clock (an instant shared by several processes).
     `probe` is told how late each open-loop send started."""
     with quiet_gc():
@@ -136,18 +136,35 @@ async def _drive(
 
     timed = probe is not None and pattern.offsets is not None
 
-    async def one(req: PreparedRequest, scheduled_at: float) -> None:
-        if timed:
-            probe.sent(clock.now() - scheduled_at)  # type: ignore[union-attr]
-        stats.sent += 1
-        if on_send is not None:
-            on_send(req, scheduled_at)
-        rec = req.record(scheduled_at)
+    pacer: Pacer | None = None  # the open loop's
+
+    async def finish(rec: RequestRecord, exchange: Awaitable[RequestRecord]) -> None:
         try:
-            await client.send(req, scheduled_at, rec)
+            await exchange
         finally:  # a cancelled request is recorded too, then the cancellation goes on
             stats.record(rec)
             sink(rec)
+            if pacer is not None:
+                pacer.poll()  # the loop's ready callbacks are the other place a send would wait behind
+
+    def launch(req: PreparedRequest, scheduled_at: float) -> asyncio.Task[None]:
+        """One request: its bytes first (`Backend.start`), then its task, then the bookkeeping (which would delay
+        the bytes by tens of microseconds, and whatever fails in it, the request has its task and its record)."""
+        lag = clock.now() - scheduled_at
+        rec = req.record(scheduled_at)
+        try:
+            exchange = client.start(req, scheduled_at, rec)
+        except Exception:  # what could not be written at once is sent (and its failure recorded) by its task
+            exchange = client.send(req, scheduled_at, rec)
+        task = asyncio.create_task(finish(rec, exchange))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        if timed:
+            probe.sent(lag)  # type: ignore[union-attr]
+        stats.sent += 1
+        if on_send is not None:
+            on_send(req, scheduled_at)
+        return task
 
     t_start = clock.now() + lead_s if start_at is None else start_at
     if pattern.offsets is not None:
@@ -158,30 +175,6 @@ async def _drive(
                 if pattern.duration is not None and offset >= pattern.duration:  # [0, duration)
                     return
                 yield req, t_start + float(offset)
-
-        async def finish(rec: RequestRecord, exchange: Awaitable[RequestRecord]) -> None:
-            try:
-                await exchange
-            finally:  # a cancelled request is recorded too, then the cancellation goes on
-                stats.record(rec)
-                sink(rec)
-                pacer.poll()  # the loop's ready callbacks are the other place a send would wait behind
-
-        def launch(req: PreparedRequest, scheduled_at: float) -> None:
-            lag = clock.now() - scheduled_at
-            rec = req.record(scheduled_at)
-            try:  # the request's bytes first: the bookkeeping below would delay them by tens of microseconds
-                exchange = client.start(req, scheduled_at, rec)
-            except Exception:  # what could not be written at once is sent (and its failure recorded) by its task
-                exchange = client.send(req, scheduled_at, rec)
-            task = asyncio.create_task(finish(rec, exchange))  # next: whatever fails below, the request has its task
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            if timed:
-                probe.sent(lag)  # type: ignore[union-attr]
-            stats.sent += 1
-            if on_send is not None:
-                on_send(req, scheduled_at)
 
         pacer = Pacer(scheduled(), launch, clock, stop)
         # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
@@ -218,7 +211,7 @@ async def _drive(
                 now = clock.now()
                 if stop.is_set() or (deadline is not None and now >= deadline):
                     return
-                await one(req, now)
+                await launch(req, now)
 
         workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
         for w in workers:
