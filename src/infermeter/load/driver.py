@@ -147,24 +147,38 @@ async def _drive(
             if pacer is not None:
                 pacer.poll()  # the loop's ready callbacks are the other place a send would wait behind
 
-    def launch(req: PreparedRequest, scheduled_at: float) -> asyncio.Task[None]:
-        """One request: its bytes first (`Backend.start`), then its task, then the bookkeeping (which would delay
-        the bytes by tens of microseconds, and whatever fails in it, the request has its task and its record)."""
-        lag = clock.now() - scheduled_at
+    def begin(req: PreparedRequest, scheduled_at: float) -> tuple[RequestRecord, Awaitable[RequestRecord]]:
+        """A request's record, and its bytes written at once where they can be (`Backend.start`)."""
         rec = req.record(scheduled_at)
         try:
-            exchange = client.start(req, scheduled_at, rec)
-        except Exception:  # what could not be written at once is sent (and its failure recorded) by its task
-            exchange = client.send(req, scheduled_at, rec)
-        task = asyncio.create_task(finish(rec, exchange))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+            return rec, client.start(req, scheduled_at, rec)
+        except Exception:  # what could not be written at once is sent (and its failure recorded) by `send`
+            return rec, client.send(req, scheduled_at, rec)
+
+    def noted(req: PreparedRequest, scheduled_at: float, lag: float) -> None:
+        """A send's bookkeeping, after its bytes (it would delay them by tens of microseconds: the ledger, a flush)."""
         if timed:
             probe.sent(lag)  # type: ignore[union-attr]
         stats.sent += 1
         if on_send is not None:
             on_send(req, scheduled_at)
-        return task
+
+    def launch(req: PreparedRequest, scheduled_at: float) -> None:
+        """An open-loop send: bytes, then its task (whatever fails in the bookkeeping, it has its record)."""
+        lag = clock.now() - scheduled_at
+        rec, exchange = begin(req, scheduled_at)
+        task = asyncio.create_task(finish(rec, exchange))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        noted(req, scheduled_at, lag)
+
+    async def one(req: PreparedRequest, scheduled_at: float) -> None:
+        """A closed-loop send, in its worker's task."""
+        rec, exchange = begin(req, scheduled_at)
+        try:
+            noted(req, scheduled_at, 0.0)
+        finally:
+            await finish(rec, exchange)
 
     t_start = clock.now() + lead_s if start_at is None else start_at
     if pattern.offsets is not None:
@@ -211,7 +225,7 @@ async def _drive(
                 now = clock.now()
                 if stop.is_set() or (deadline is not None and now >= deadline):
                     return
-                await launch(req, now)
+                await one(req, now)
 
         workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
         for w in workers:

@@ -17,7 +17,7 @@ from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.alarm import Alarm
 from infermeter.records import RunClock
 
-Launch = Callable[[PreparedRequest, float], object]
+Launch = Callable[[PreparedRequest, float], None]
 
 
 class Pacer:
