@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from infermeter.records import RunClock
+
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 MODELS = orjson.dumps({"object": "list", "data": [{"id": "timed", "object": "model"}]})
 EVENT = b'data: {"id":"cmpl-1","object":"text_completion","created":0,"model":"timed","choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null}]}\n\n'  # noqa: E501
@@ -36,19 +38,6 @@ OK_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
 NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 TOKEN = b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
 SO_TIMESTAMPNS = 35  # Linux: SO_TIMESTAMPNS and its control message SCM_TIMESTAMPNS (not exported by `socket`)
-
-
-def realtime_offset() -> float:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC in seconds, from the closest of several paired readings."""
-    best: tuple[int, int] | None = None
-    for _ in range(50):
-        a = time.perf_counter_ns()
-        wall = time.time_ns()
-        b = time.perf_counter_ns()
-        if best is None or b - a < best[0]:
-            best = (b - a, wall - (a + b) // 2)
-    assert best is not None
-    return best[1] / 1e9
 
 
 def _chunk(data: bytes) -> bytes:
@@ -217,7 +206,8 @@ class Connection:
 async def serve(args: argparse.Namespace) -> None:
     server = Server(args.ttft, args.gap, args.tokens)
     loop = asyncio.get_running_loop()
-    offset = realtime_offset()
+    anchor = RunClock().anchor(tries=50)  # CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest paired reading
+    offset = (anchor.wall_ns - anchor.monotonic_ns) / 1e9
     listener = socket.create_server(("127.0.0.1", args.port), backlog=4096)
     listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: a connection's first segment is stamped
     listener.setblocking(False)
