@@ -7,16 +7,18 @@ P99, and a failure coinciding with a disturbed machine is measured again (tests/
 import asyncio
 import dataclasses
 import itertools
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 import uvloop
 
 from infermeter.client import ClientConfig, OpenAIClient
 from infermeter.config.run import RunConfig
-from infermeter.emulator import EmulatorConfig
+from infermeter.emulator import EmulatorConfig, engine_loop
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.emulator.engine_loop import RealClockEngine
 from infermeter.emulator.process import emulator_process
@@ -50,11 +52,12 @@ def simulated_times(reqs: Requests, engine: EngineConfig = ENGINE) -> list[np.nd
     return per_request(ragged.values, ragged.offsets)
 
 
-async def engine_run(reqs: Requests) -> tuple[np.ndarray, list[np.ndarray]]:
+async def engine_run(reqs: Requests, kernel_timer: bool) -> tuple[np.ndarray, list[np.ndarray]]:
     """Submit each request straight to the real-clock engine at its arrival offset; returns when each was submitted
     and when each token was handed out, in seconds from the first submission."""
     engine = RealClockEngine(EmulatorConfig(engine=ENGINE, prefix_caching=False))
     engine.start()
+    assert (engine._alarm is not None) == kernel_timer
     t0 = time.perf_counter() + 0.02
     handles = []
     for offset, prompt, out in zip(reqs.arrival_s, reqs.input_tokens, reqs.output_tokens, strict=True):
@@ -77,17 +80,23 @@ async def engine_run(reqs: Requests) -> tuple[np.ndarray, list[np.ndarray]]:
     return np.asarray([h.received - t0 - first for h in handles]), [t - first for t in times]
 
 
-def test_the_engine_hands_out_tokens_on_the_simulators_timeline():
+@pytest.mark.parametrize("timer", ["kernel timer", "asyncio timers"])
+def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypatch):
     """Requests submitted at Poisson times straight to the engine (no HTTP): every token comes at the time the
     simulator gives it for the same arrivals or just after it, never before (a step starts where the last one
     ended, or when its work arrived, and takes only what had arrived by then); the delay's median is a fraction of
     a millisecond (plus the machine's noise allowance) and does not grow from token to token (a timeline
-    restarted whenever the event loop woke up would add every timer's overshoot, step after step)."""
+    restarted whenever the event loop woke up would add every timer's overshoot, step after step).  The same on
+    the kernel timer (a timerfd set to each instant) and, where there is none, on asyncio's timers."""
+    if timer == "asyncio timers":
+        monkeypatch.setattr(engine_loop.Alarm, "open", classmethod(lambda cls, clock, fire: None))
+    elif not sys.platform.startswith("linux"):
+        pytest.skip("a timerfd is Linux's")
     reqs = generate(SHORT, 60, SEED)
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
     def measure():
-        return uvloop.run(engine_run(reqs))
+        return uvloop.run(engine_run(reqs, timer == "kernel timer"))
 
     def check(result, noise: Noise) -> None:
         submitted, emitted = result

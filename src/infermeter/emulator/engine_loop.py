@@ -3,7 +3,8 @@
 The engine keeps the model's timeline, as the simulator does: a step starts where the previous one ended, or, on an
 idle engine, when its work arrived, never when the event loop happened to wake up; a step takes only the requests that
 had arrived by its start; and each token is handed out at its scheduled time, never before (event-loop timers fire up
-to a millisecond early or late, so a wait ends by yielding to the loop until the time has come).
+to a millisecond early or late: a wait ends on a kernel timer set to the instant, infermeter.alarm, or where there is
+none by yielding to the loop through the last millisecond).
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from infermeter.alarm import Alarm
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import build_engines
 from infermeter.engine.latency import LatencyModel
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.step import Step, emission_runs
+from infermeter.records import RunClock
 
 MAX_LAG_S = 0.050  # how far behind the real clock a step may start: beyond it (a host's stall) the timeline resets
-SPIN_S = 0.001  # a wait sleeps until this long before its time, then yields to the loop until the time has come
+SPIN_S = 0.001  # without a kernel timer, a wait sleeps until this long before its time, then yields until it has come
 LATE_S = 0.001  # a token handed out later than this after its scheduled time is late (exported and logged)
 LATE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25)
 REPORT_S = 10.0  # the log says the engine is behind at most once per this many seconds
@@ -135,16 +138,22 @@ class RealClockEngine:
         self._arrived: deque[EngineRequest] = deque()  # submitted, not yet reached by the engine's timeline
         self._next = 0
         self._task: asyncio.Task[None] | None = None
+        self._alarm: Alarm | None = None
+        self._due: asyncio.Future[None] | None = None  # what the engine waits on until the alarm's instant
         self.finished = 0
         self.lateness = Lateness()
 
     def start(self) -> None:
+        self._alarm = Alarm.open(RunClock(origin=0.0), self._ring)
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._alarm is not None:
+            self._alarm.close()
+            self._alarm = None
 
     def submit(
         self, prompt_tokens: int, max_tokens: int, cached: int = 0, request_class: str = "", priority: int = 0
@@ -193,9 +202,9 @@ class RealClockEngine:
                 free_at = None
                 continue
             for at, idx in emission_order(step):
-                await _until(at)
+                await self._until(at)
                 self._emit(idx, at)
-            await _until(step.end)
+            await self._until(step.end)
             free_at = step.end
             for r in self.core.finish(step):
                 handle = self._handles.pop(r.idx, None)
@@ -226,6 +235,25 @@ class RealClockEngine:
         while self._arrived and self._arrived[0].arrival <= start:
             self.core.submit(self._arrived.popleft())
 
+    async def _until(self, at: float) -> None:
+        """Return at `at` (perf_counter seconds) or just after, never before."""
+        if time.perf_counter() >= at:
+            return
+        if self._alarm is None:
+            await _until(at)
+            return
+        self._due = asyncio.get_running_loop().create_future()
+        self._alarm.set(at)
+        try:
+            await self._due
+        finally:
+            self._due = None
+        await _until(at)  # the timer's instant is rounded to the nanosecond
+
+    def _ring(self) -> None:
+        if self._due is not None and not self._due.done():
+            self._due.set_result(None)
+
     def _emit(self, idx: int, at: float) -> None:
         now = time.perf_counter()
         self.lateness.add(now - at)
@@ -249,8 +277,8 @@ def emission_order(step: Step) -> list[tuple[float, int]]:
 
 
 async def _until(at: float) -> None:
-    """Return at `at` (perf_counter seconds) or just after, never before: sleep until SPIN_S short of it, then
-    yield to the event loop until it has come."""
+    """Return at `at` (perf_counter seconds) or just after, never before, on asyncio's timers: sleep until SPIN_S
+    short of it, then yield to the event loop until it has come."""
     delay = at - time.perf_counter() - SPIN_S
     if delay > 0:
         await asyncio.sleep(delay)

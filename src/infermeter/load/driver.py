@@ -21,7 +21,7 @@ import numpy as np
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
-from infermeter.load.alarm import Alarm
+from infermeter.alarm import Alarm
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.pacer import Pacer
 from infermeter.records import RequestRecord

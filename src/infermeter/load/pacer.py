@@ -2,7 +2,7 @@
 
 A single-threaded event loop runs its timers between turns; at a high rate a turn handles tens of reads of replies,
 so a send that waits for its timer waits out the turn (0.1-2 ms at 1,000 req/s, most of the spread between sends).
-The pacer is polled by a kernel timer set to the next send's instant (load.alarm; asyncio's timers where there is
+The pacer is polled by a kernel timer set to the next send's instant (infermeter.alarm; asyncio's timers where there is
 none) and, through the backend's `pace` hook, after each read of a reply: a send goes at the first of those moments
 after its time, and `Backend.start` writes it there and then.
 """
@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 
 from infermeter.client.openai_sse import PreparedRequest
-from infermeter.load.alarm import Alarm
+from infermeter.alarm import Alarm
 from infermeter.records import RunClock
 
 Launch = Callable[[PreparedRequest, float], None]

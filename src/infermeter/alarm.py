@@ -2,7 +2,8 @@
 
 asyncio's timers are only as fine as the loop's clock (uvloop's is the millisecond) and run after the loop's turn;
 a timerfd makes the loop's poll return at its instant and its callback runs among the turn's reads.  Where there is
-no timerfd (not Linux), `Alarm.open` gives None and the open loop paces on asyncio's timers.
+no timerfd (not Linux), `Alarm.open` gives None and its users (the open loop's pacer, the emulator's engine) wait on
+asyncio's timers instead.
 """
 
 from __future__ import annotations
