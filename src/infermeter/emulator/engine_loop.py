@@ -268,11 +268,13 @@ def emission_order(step: Step) -> list[tuple[float, int]]:
     token behind a whole batch of decodes would carry that writing time into its TTFT, while a decode token keeps
     its place from step to step, so its ITL does not see it."""
     owners, first, interval, count = emission_runs(step)
-    keyed = sorted(
-        (f + k * iv, k > 0 or r.generated > 0, idx)
-        for r, idx, f, iv, c in zip(step.reqs, owners, first, interval, count, strict=True)
-        for k in range(c)
-    )
+    keyed: list[tuple[float, bool, int]] = []
+    for r, idx, f, iv, c in zip(step.reqs, owners, first, interval, count, strict=True):
+        if c == 1:  # a decode step's every token, and a prefill's first
+            keyed.append((f, r.generated > 0, idx))
+        else:
+            keyed += ((f + k * iv, k > 0 or r.generated > 0, idx) for k in range(c))
+    keyed.sort()
     return [(at, idx) for at, _, idx in keyed]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from infermeter.errors import UserError
 from infermeter.tokenizers import ChatTemplate, resolve_tokenizer
 
@@ -43,6 +45,7 @@ class EmulatorTokenizer:
         self.pieces = [f" {w}" for w in REPLY_WORDS if len(self.tok.encode(f" {w}")) == 1]
         if not self.pieces:
             raise UserError(f"tokenizer {spec} has none of the emulator's reply words as a single token")
+        self.pieces_json = [orjson.dumps(p) for p in self.pieces]
 
     def completion(self, prompt: str) -> list[int]:
         return self.tok.encode(prompt)
@@ -56,6 +59,10 @@ class EmulatorTokenizer:
     def reply(self, k: int) -> str:
         """The k-th token of every reply."""
         return self.pieces[k % len(self.pieces)]
+
+    def reply_json(self, k: int) -> bytes:
+        """The k-th token of every reply as a JSON string (encoded once: a stream writes one per token)."""
+        return self.pieces_json[k % len(self.pieces_json)]
 
     def declaration(self) -> dict[str, Any]:
         """What /v1/models says about how this server counts tokens."""
