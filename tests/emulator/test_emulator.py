@@ -5,6 +5,7 @@ import re
 
 import aiohttp
 import numpy as np
+import orjson
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.emulator import EmulatorConfig, Fault, running_emulator
@@ -152,3 +153,33 @@ def test_stall_and_output_filter_show_in_timing():
         assert -1 < np.median(late_ms) < 2.5 + noise.allowance_s * 1e3, late_ms.round(2)
 
     measured(measure, check)
+
+
+def test_every_stream_has_its_own_id_and_its_gaps_reach_the_itl_histogram():
+    """The ids OpenAI's format gives (`cmpl-`/`chatcmpl-` and 16 hex digits) are the same on every event of a stream
+    and differ between streams; the final event's server token times are relative and rounded to the microsecond;
+    /metrics counts every inter-token gap of the streams served (kept as they come, counted at the scrape)."""
+
+    async def stream(session, url, path, body):
+        async with session.post(url + path, json={**body, "stream": True, "max_tokens": 5}) as r:
+            events = [line[6:] for line in (await r.text()).splitlines() if line.startswith("data: {")]
+        return [orjson.loads(e) for e in events]
+
+    async def go(url):
+        async with aiohttp.ClientSession() as s:
+            got = [await stream(s, url, "/v1/completions", {"prompt": f"hello {i}"}) for i in range(3)]
+            got.append(await stream(s, url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}))
+            return got, await scrape(url)
+
+    with running_emulator(EmulatorConfig(speed=10)) as url:
+        streams, text = asyncio.run(go(url))
+    ids = []
+    for events, prefix in zip(streams, ["cmpl-"] * 3 + ["chatcmpl-"], strict=True):
+        assert {e["id"] for e in events} == {events[0]["id"]}, events
+        assert re.fullmatch(re.escape(prefix) + "[0-9a-f]{16}", events[0]["id"]), events[0]["id"]
+        ids.append(events[0]["id"].removeprefix(prefix))
+        times = events[-1]["infermeter"]["server_token_times"]
+        assert len(times) == 5 and all(0 < t < 10 and round(t, 6) == t for t in times), times
+        assert times == sorted(times)
+    assert len(set(ids)) == 4, ids
+    assert metric(text, "vllm:inter_token_latency_seconds_count") == 4 * 4
