@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from infermeter.client import PreparedRequest
 from infermeter.alarm import Alarm
+from infermeter.client import PreparedRequest
 from infermeter.load.pacer import Pacer
 from infermeter.records import RunClock
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from infermeter.alarm import Alarm
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
-from infermeter.alarm import Alarm
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.pacer import Pacer
 from infermeter.records import RequestRecord

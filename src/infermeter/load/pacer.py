@@ -13,8 +13,8 @@ import asyncio
 import math
 from collections.abc import Callable, Iterator
 
-from infermeter.client.openai_sse import PreparedRequest
 from infermeter.alarm import Alarm
+from infermeter.client.openai_sse import PreparedRequest
 from infermeter.records import RunClock
 
 Launch = Callable[[PreparedRequest, float], None]
