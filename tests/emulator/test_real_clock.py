@@ -57,23 +57,25 @@ async def engine_run(reqs: Requests, kernel_timer: bool) -> tuple[np.ndarray, li
     and when each token was handed out, in seconds from the first submission."""
     engine = RealClockEngine(EmulatorConfig(engine=ENGINE, prefix_caching=False))
     engine.start()
-    assert (engine._alarm is not None) == kernel_timer
-    t0 = time.perf_counter() + 0.02
-    handles = []
-    for offset, prompt, out in zip(reqs.arrival_s, reqs.input_tokens, reqs.output_tokens, strict=True):
-        await asyncio.sleep(max(t0 + offset - time.perf_counter(), 0))
-        handle = engine.submit(int(prompt), int(out))
-        assert not isinstance(handle, str), handle
-        handles.append(handle)
+    try:
+        assert (engine._alarm is not None) == kernel_timer
+        t0 = time.perf_counter() + 0.02
+        handles = []
+        for offset, prompt, out in zip(reqs.arrival_s, reqs.input_tokens, reqs.output_tokens, strict=True):
+            await asyncio.sleep(max(t0 + offset - time.perf_counter(), 0))
+            handle = engine.submit(int(prompt), int(out))
+            assert not isinstance(handle, str), handle
+            handles.append(handle)
 
-    async def tokens(handle) -> np.ndarray:
-        got = []
-        while (t := await handle.queue.get()) is not None:
-            got.append(t - t0)
-        return np.asarray(got)
+        async def tokens(handle) -> np.ndarray:
+            got = []
+            while (t := await handle.queue.get()) is not None:
+                got.append(t - t0)
+            return np.asarray(got)
 
-    times = await asyncio.gather(*(tokens(h) for h in handles))
-    await engine.stop()
+        times = await asyncio.gather(*(tokens(h) for h in handles))
+    finally:
+        await engine.stop()
     # from the first submission, not t0: an event-loop timer may fire up to a millisecond early (libuv keeps its
     # clock in whole milliseconds), and the simulator's clock starts at 0
     first = handles[0].received - t0
@@ -95,7 +97,17 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
     reqs = generate(SHORT, 60, SEED)
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
+    ahead: list[float] = []  # how far ahead of its instant each asyncio-timer wait began
+    asyncio_wait = engine_loop._until
+
+    async def watched(at: float) -> None:
+        ahead.append(at - time.perf_counter())
+        await asyncio_wait(at)
+
+    monkeypatch.setattr(engine_loop, "_until", watched)
+
     def measure():
+        ahead.clear()
         return uvloop.run(engine_run(reqs, timer == "kernel timer"))
 
     def check(result, noise: Noise) -> None:
@@ -115,6 +127,10 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
         assert delay.min() > -1e-3, summary  # never before its time (a microsecond of float rounding)
         assert np.median(delay) < 0.5 + noise.allowance_s * 1e3, summary
         assert abs(growth) < 0.1, summary
+        if timer == "kernel timer":  # every wait ended on the timer, at or after its instant (0.5 ns of rounding)
+            assert ahead and max(ahead) < 1e-6, max(ahead)
+        else:
+            assert max(ahead) > 1e-4, max(ahead)
 
     measured(measure, check)
 

@@ -27,7 +27,7 @@ import grpc
 import orjson
 
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import Handle, RealClockEngine
+from infermeter.emulator.engine_loop import Handle, RealClockEngine, offsets_from
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.tokenizer import EmulatorTokenizer
@@ -182,7 +182,7 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
             )
         final = pb.ModelInferResponse(model_name=model, id=req.id)
         final.parameters["triton_final_response"].bool_param = True
-        offsets = orjson.dumps([round(t - received, 6) for t in times]).decode()
+        offsets = orjson.dumps(offsets_from(times, received)).decode()
         final.parameters["infermeter_server_token_times"].string_param = offsets
         yield pb.ModelStreamInferResponse(infer_response=final)
 

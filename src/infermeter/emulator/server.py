@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
-from infermeter.emulator.engine_loop import LATE_S, Handle, RealClockEngine
+from infermeter.emulator.engine_loop import LATE_S, Handle, RealClockEngine, offsets_from
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.prefix_cache import PrefixCache
@@ -323,7 +323,7 @@ class Emulator:
         handle = await self.admit(tokens, max_tokens, priority)
         if isinstance(handle, str):
             raise _bad_request(handle)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_base}{next(self._ids):08x}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_base}{next(self._ids) & 0xFFFFFFFF:08x}"
         if not body.get("stream", False):
             return await self._whole(handle, rid, chat, len(tokens), received)
         return await self._stream(request, body, handle, rid, chat, len(tokens), received, fault)
@@ -557,7 +557,7 @@ def _final(
         "model": model,
         "choices": [{"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}],
         "infermeter": {
-            "server_token_times": np.round(np.asarray(times) - received, 6).tolist(),
+            "server_token_times": offsets_from(times, received),
             "response_start": round(headers_sent - received, 6),
             "cached_tokens": handle.req.cached,
         },
