@@ -2,8 +2,9 @@
 
 asyncio's timers are only as fine as the loop's clock (uvloop's is the millisecond) and run after the loop's turn;
 a timerfd makes the loop's poll return at its instant and its callback runs among the turn's reads.  Where there is
-no timerfd (not Linux), `Alarm.open` gives None and its users (the open loop's pacer, the emulator's engine) wait on
-asyncio's timers instead.
+no timerfd (not Linux), `Alarm.open` gives None and its users wait on asyncio's timers instead: the open loop's pacer
+polls on them, and a `Waiter` (the emulator's engine) sleeps until just short of the instant and then yields to the
+loop until it has come.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from infermeter.records import RunClock
 
 _CLOCK_MONOTONIC = 1  # time.perf_counter's clock on Linux
+SPIN_S = 0.001  # without a kernel timer, a wait sleeps until this long before its instant, then yields until it comes
 _TFD_NONBLOCK, _TFD_CLOEXEC, _TFD_TIMER_ABSTIME = 0o4000, 0o2000000, 1
 
 
@@ -64,6 +66,55 @@ class Alarm:
         except BlockingIOError:  # re-set to a later instant after it expired: nothing to fire yet
             return
         self._fire()
+
+
+class Waiter:
+    """Awaits instants of time.perf_counter on the running loop: on an Alarm where there is one, else on asyncio's
+    timers; never returns before the instant."""
+
+    def __init__(self) -> None:
+        self._alarm = Alarm.open(RunClock(origin=0.0), self._ring)
+        self._due: asyncio.Future[None] | None = None
+
+    @property
+    def kernel_timer(self) -> bool:
+        return self._alarm is not None
+
+    async def until(self, at: float) -> None:
+        """Return at `at` (perf_counter seconds) or just after."""
+        if time.perf_counter() >= at:
+            return
+        if self._alarm is not None:
+            try:
+                self._alarm.set(at)
+            except OSError:  # the kernel refused the timer: asyncio's from now on
+                self.close()
+        if self._alarm is not None:
+            self._due = asyncio.get_running_loop().create_future()
+            try:
+                await self._due
+            finally:
+                self._due = None
+        await sleep_until(at)  # without the timer the whole wait; after it, its instant's nanosecond rounding
+
+    def close(self) -> None:
+        if self._alarm is not None:
+            self._alarm.close()
+            self._alarm = None
+
+    def _ring(self) -> None:
+        if self._due is not None and not self._due.done():
+            self._due.set_result(None)
+
+
+async def sleep_until(at: float) -> None:
+    """Return at `at` (perf_counter seconds) or just after on asyncio's timers, which fire up to a millisecond early
+    or late: sleep until SPIN_S short of it, then yield to the event loop until it has come."""
+    delay = at - time.perf_counter() - SPIN_S
+    if delay > 0:
+        await asyncio.sleep(delay)
+    while time.perf_counter() < at:
+        await asyncio.sleep(0)
 
 
 def _timerfd() -> tuple[int, Callable[[int, int], None]]:

@@ -16,9 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 import uvloop
 
+from infermeter import alarm
 from infermeter.client import ClientConfig, OpenAIClient
 from infermeter.config.run import RunConfig
-from infermeter.emulator import EmulatorConfig, engine_loop
+from infermeter.emulator import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.emulator.engine_loop import RealClockEngine
 from infermeter.emulator.process import emulator_process
@@ -58,7 +59,7 @@ async def engine_run(reqs: Requests, kernel_timer: bool) -> tuple[np.ndarray, li
     engine = RealClockEngine(EmulatorConfig(engine=ENGINE, prefix_caching=False))
     engine.start()
     try:
-        assert (engine._alarm is not None) == kernel_timer
+        assert engine._waiter is not None and engine._waiter.kernel_timer == kernel_timer
         t0 = time.perf_counter() + 0.02
         handles = []
         for offset, prompt, out in zip(reqs.arrival_s, reqs.input_tokens, reqs.output_tokens, strict=True):
@@ -91,20 +92,20 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
     restarted whenever the event loop woke up would add every timer's overshoot, step after step).  The same on
     the kernel timer (a timerfd set to each instant) and, where there is none, on asyncio's timers."""
     if timer == "asyncio timers":
-        monkeypatch.setattr(engine_loop.Alarm, "open", classmethod(lambda cls, clock, fire: None))
+        monkeypatch.setattr(alarm.Alarm, "open", classmethod(lambda cls, clock, fire: None))
     elif not sys.platform.startswith("linux"):
         pytest.skip("a timerfd is Linux's")
     reqs = generate(SHORT, 60, SEED)
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
     ahead: list[float] = []  # how far ahead of its instant each asyncio-timer wait began
-    asyncio_wait = engine_loop._until
+    asyncio_wait = alarm.sleep_until
 
     async def watched(at: float) -> None:
         ahead.append(at - time.perf_counter())
         await asyncio_wait(at)
 
-    monkeypatch.setattr(engine_loop, "_until", watched)
+    monkeypatch.setattr(alarm, "sleep_until", watched)
 
     def measure():
         ahead.clear()

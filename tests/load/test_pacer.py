@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from infermeter.alarm import Alarm
+from infermeter.alarm import Alarm, Waiter
 from infermeter.client import PreparedRequest
 from infermeter.load.pacer import Pacer
 from infermeter.records import RunClock
@@ -136,6 +136,28 @@ def test_the_alarm_fires_at_its_instant_never_before_it():
 def test_setting_the_alarm_again_replaces_its_instant():
     instants, fired = asyncio.run(_alarm_firings([0.001], replace_with=0.3))
     assert len(fired) == 1 and fired[0] >= instants[0] + 0.3  # not at the first instant: only at the second
+
+
+def test_a_waiter_whose_timer_the_kernel_refuses_waits_on_asyncio_from_then_on(monkeypatch):
+    """A Waiter on a timer that raises when set: the wait still ends at or after its instant, and the timer is closed
+    (asyncio's waits from then on) instead of the error ending the caller's task."""
+
+    def refuse(self, at):
+        raise OSError(22, "timerfd_settime failed")
+
+    async def run() -> tuple[bool, bool, float, float]:
+        waiter = Waiter()
+        had = waiter.kernel_timer
+        monkeypatch.setattr(Alarm, "set", refuse)
+        at = time.perf_counter() + 0.005
+        await waiter.until(at)
+        ended = time.perf_counter()
+        waiter.close()
+        return had, waiter.kernel_timer, at, ended
+
+    had, has, at, ended = asyncio.run(run())
+    assert had and not has
+    assert ended >= at
 
 
 def test_the_pacer_never_sends_early_on_a_live_loop():
