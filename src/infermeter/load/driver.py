@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infermeter.alarm import Alarm
+from infermeter.alarm import Alarm, sleep_until
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.client_health import HealthProbe
@@ -231,9 +231,7 @@ async def _drive(
         for w in workers:
             tasks.add(w)
             w.add_done_callback(tasks.discard)
-        await asyncio.sleep(max(t_start - clock.now(), 0))
-        while clock.now() < t_start:  # a timer may fire up to a millisecond early
-            await asyncio.sleep(0)
+        await sleep_until(clock.t0 + t_start)
         gate.set()
         # wait for the workers to run out of requests, or for a stop
         waiter = asyncio.create_task(stop.wait())
