@@ -31,6 +31,11 @@ from tests.prompts import prompter
 REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
 # SmolLM2's end tokens (<|endoftext|> 0, <|im_end|> 2) banned so every reply runs to max_tokens
 NO_EOS = '{"logit_bias": {"0": -100, "2": -100}}'
+# One thread for decoding and for prefill.  ggml's threads meet at a spinning barrier after every graph node, so on a
+# busy 2-core machine (a pinned busy loop, with the client on the other core) one thread spins while the other waits
+# for a CPU: measured on this VM, a 640+24-token request took 99 s with 2 threads (5-8 s with 1) and a CI run's
+# llama.cpp tests crawled for 40 minutes.  Quiet, 1 thread costs ~7% of these tests' time (5:41 against 5:19).
+THREADS = "1"
 
 
 def smollm2_gguf() -> Path | None:
@@ -99,7 +104,9 @@ def llama(tmp_path_factory):
             "--port",
             str(port),
             "--n_threads",
-            "2",
+            THREADS,
+            "--n_threads_batch",
+            THREADS,
             "--interrupt_requests",
             "False",
         ],
@@ -241,7 +248,8 @@ def llama_server(tmp_path_factory):
         pytest.skip("llama.cpp's llama-server binary is not installed")
     port = _free_port()
     log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
-    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-c", "2048", "-np", "1"]
+    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-c", "2048", "-np", "1"]
+    args += ["-t", THREADS, "-tb", THREADS]
     proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
     yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/health", "llama-server")  # 200 once loaded
 
