@@ -33,7 +33,7 @@ REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
 NO_EOS = '{"logit_bias": {"0": -100, "2": -100}}'
 # One thread for decoding and for prefill.  ggml's threads meet at a spinning barrier after every graph node, so on a
 # busy 2-core machine (a pinned busy loop, with the client on the other core) one thread spins while the other waits
-# for a CPU: measured on this VM, a 640+24-token request took 99 s with 2 threads (5-8 s with 1) and a CI run's
+# for a CPU: measured on this VM, a 640+24-token request took 99 s with 2 threads (7-8.5 s with 1) and a CI run's
 # llama.cpp tests crawled for 40 minutes.  Quiet, 1 thread costs ~7% of these tests' time (5:41 against 5:19).
 THREADS = "1"
 
@@ -350,7 +350,7 @@ def test_ttft_suite_on_llama_cpp(llama: str, tmp_path: Path, capsys: pytest.Capt
 
 
 def test_itl_suite_on_llama_cpp(llama: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Table 6 at each level; llama.cpp's decode steps are a steady ~10-20 ms on two cores, one stream at a time."""
+    """Table 6 at each level; llama.cpp's decode steps are a steady ~10-20 ms, one stream at a time."""
     args = ("--saturation", "1", "--levels", "50,90", "--requests", "5", "--output-tokens", "50")
     result = suite("itl", tmp_path / "itl", capsys, llama, *args)
     sixes = [t for t in result.analysis.tables if t.caption.startswith("Table 6")]
