@@ -89,12 +89,12 @@ class Waiter:
                 self._alarm.set(at)
             except OSError:  # the kernel refused the timer: asyncio's from now on
                 self.close()
-        if self._alarm is not None:
-            self._due = asyncio.get_running_loop().create_future()
-            try:
-                await self._due
-            finally:
-                self._due = None
+            else:
+                self._due = asyncio.get_running_loop().create_future()
+                try:
+                    await self._due
+                finally:
+                    self._due = None
         await sleep_until(at)  # without the timer the whole wait; after it, its instant's nanosecond rounding
 
     def close(self) -> None:
