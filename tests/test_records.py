@@ -252,3 +252,37 @@ def test_a_writer_told_of_sends_flushes_right_after_a_send(tmp_path):
     w.append(RequestRecord(request_id=99))
     assert journaled() == 4 + 4 * SEND_HOLD  # no send came: the hold is bounded
     w.close()
+
+
+def test_a_flush_after_a_send_journals_at_most_flush_every_records(tmp_path):
+    """A burst of replies is journaled over the next sends, the oldest first, so no single flush holds the loop
+    for more than `flush_every` records' conversion."""
+    run = tmp_path / "run"
+    w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600)
+    w.sent(0, 0.0, 1, 1)
+    for i in range(10):
+        w.append(RequestRecord(request_id=i))
+    journal = []
+    for k in range(3):
+        w.sent(k + 1, 0.0, 1, 1)
+        w._sink.flush()
+        journal.append(_read_journal(run / JOURNAL).column("request_id").to_pylist())
+    assert journal == [[0, 1, 2, 3], list(range(8)), list(range(8))]  # 2 left: fewer than a flush's worth
+    assert w.close().column("request_id").to_pylist() == list(range(10))
+
+
+def test_records_waiting_when_the_disk_fails_are_kept(tmp_path):
+    """A write that fails (here the ledger's, on a full disk) leaves the records already waiting for a flush in
+    memory with the later ones: the writer returns every record."""
+    run = tmp_path / "run"
+    failures = []
+    w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600, on_failure=failures.append)
+    for i in range(6):
+        w.append(RequestRecord(request_id=i))  # 4 journaled, 2 waiting
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, w._ledger)
+    os.close(full)
+    w.sent(6, 0.0, 1, 1)
+    w.append(RequestRecord(request_id=6))
+    assert len(failures) == 1 and w.failure is not None
+    assert sorted(w.close().column("request_id").to_pylist()) == list(range(7))
