@@ -1,4 +1,5 @@
 import dataclasses
+import errno
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from infermeter.records import (
     _read_journal,
     read_records,
     read_run_info,
+    records_to_table,
     table_to_records,
     write_records,
     write_run_info,
@@ -273,7 +275,8 @@ def test_a_flush_after_a_send_journals_at_most_flush_every_records(tmp_path):
 
 def test_records_waiting_when_the_disk_fails_are_kept(tmp_path):
     """A write that fails (here the ledger's, on a full disk) leaves the records already waiting for a flush in
-    memory with the later ones: the writer returns every record."""
+    memory with the later ones: the writer returns every record, in order; a columnar batch after the failure is
+    refused (its caller keeps it) rather than journaled behind a failed write."""
     run = tmp_path / "run"
     failures = []
     w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600, on_failure=failures.append)
@@ -285,4 +288,30 @@ def test_records_waiting_when_the_disk_fails_are_kept(tmp_path):
     w.sent(6, 0.0, 1, 1)
     w.append(RequestRecord(request_id=6))
     assert len(failures) == 1 and w.failure is not None
-    assert sorted(w.close().column("request_id").to_pylist()) == list(range(7))
+    with pytest.raises(UserError, match="disk is full"):  # a batch is not journaled behind a failed write
+        w.extend(records_to_table([RequestRecord(request_id=7)]))
+    assert w.close().column("request_id").to_pylist() == list(range(7))  # in the order they finished
+
+
+def test_a_journal_write_that_fails_mid_run_keeps_every_record_in_order(tmp_path):
+    """The journal's write failing in a flush after a send: that flush's records, those still waiting and the later
+    ones all come back, in the order they finished."""
+
+    class FullDisk:
+        def write_table(self, table: pa.Table) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self) -> None:
+            pass
+
+    run = tmp_path / "run"
+    failures = []
+    w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600, on_failure=failures.append)
+    w.sent(0, 0.0, 1, 1)
+    for i in range(10):
+        w.append(RequestRecord(request_id=i))
+    w._stream = FullDisk()
+    w.sent(1, 0.0, 1, 1)  # its flush of 0-3 fails
+    w.append(RequestRecord(request_id=10))
+    assert failures == [w.failure] and "disk is full" in w.failure
+    assert w.close().column("request_id").to_pylist() == list(range(11))

@@ -1,7 +1,7 @@
 """RequestRecord and the run directory (DESIGN.md contracts): run.json, records.parquet, summary.json.
 
-Records are appended to an Arrow IPC journal as requests finish, a few at a time and at least every 2 s (RunWriter
-says when: a flush holds the event loop, so it is placed where the open loop's sends leave room), so a run that is
+Records are appended to an Arrow IPC journal as requests finish, 16 at a time after a send, or all waiting when a
+record finishes 2 s after the last flush (RunWriter says why: a flush holds the event loop), so a run that is
 interrupted keeps everything, and even a killed one keeps every request finished before the last flush.  Every
 request is also written to a small ledger (`sent.ledger`, 24 bytes) the moment it is sent, so a run whose process
 was killed still accounts for every request it sent: those without a record come back as "cancelled: outcome not
@@ -131,9 +131,24 @@ LATER_FIELDS: tuple[str, ...] = (
 )
 
 
-_EVERY_FIELD = RequestRecord(
-    0, "x", 1, 1, 1, 0.0, 0.0, [0.0], [0.0], [1], [0.0], "ok", "x", 1, 1, 0, 0.0, 0.0, "length"
-)  # a record with a value in every column
+_EVERY_FIELD = RequestRecord(  # a record with a value in every column
+    request_id=0,
+    request_class="x",
+    input_tokens=1,
+    output_tokens=1,
+    max_tokens=1,
+    token_times=[0.0],
+    chunk_times=[0.0],
+    chunk_tokens=[1],
+    server_token_times=[0.0],
+    error="x",
+    ref_input_tokens=1,
+    ref_output_tokens=1,
+    cached_tokens=0,
+    server_prefill_s=0.0,
+    server_decode_s=0.0,
+    finish_reason="length",
+)
 
 
 def records_to_table(records: list[RequestRecord]) -> pa.Table:
@@ -191,11 +206,11 @@ class RunWriter:
 
     A write that fails (the disk is full, a file-size limit) does not raise: the writer keeps later records in
     memory, says why in `failure`, and calls `on_failure` once so the run can stop sending.  A flush converts its
-    records on the event loop (0.1 ms plus 3 us a record on a quiet core, two to three times that under load),
-    holding any send that falls due meanwhile; a writer told of sends (`sent`) therefore flushes right after one,
-    where the schedule leaves the most room before the next, at most `flush_every` records at a time (16: well
-    inside the 1 ms between sends at 1,000 req/s), and from `append` only once SEND_HOLD times as many records wait
-    (or the interval has passed).
+    records on the event loop, holding any send that falls due meanwhile (16 records: 0.15 ms on a quiet core,
+    0.6-0.8 ms inside a run at 1,000 req/s, mostly cold caches; 64 took 0.85-1.3 ms there, more than the 1 ms
+    between sends).  A writer told of sends (`sent`) therefore flushes right after one, where the schedule leaves
+    the most room before the next, at most `flush_every` records at a time, and from `append` only once SEND_HOLD
+    times as many records wait or the interval has passed since the last flush.
     """
 
     def __init__(
@@ -259,6 +274,8 @@ class RunWriter:
     def extend(self, table: pa.Table) -> None:
         """Append records already in columnar form (the simulator writes whole batches)."""
         self.flush()
+        if self.failure is not None:  # a batch after a torn write would be lost to the journal's reader
+            raise UserError(f"--out {self.run_dir}: {self.failure}")
         try:
             self._stream.write_table(table.select(SCHEMA.names).cast(SCHEMA))
             self._sink.flush()
@@ -274,18 +291,19 @@ class RunWriter:
         """Journal the oldest `count` pending records."""
         batch = self._pending[:count]
         del self._pending[:count]
-        if batch and self.failure is None:
+        if batch:
             try:
                 self._stream.write_table(records_to_table(batch))
                 self._sink.flush()
             except OSError as exc:
-                self._failed(exc)
                 self.unwritten.extend(batch)
-        elif batch:
-            self.unwritten.extend(batch)
+                self._failed(exc)
         self._last_flush = time.monotonic()
 
     def _failed(self, exc: OSError) -> None:
+        """Stop writing: the records waiting for a flush join `unwritten` ahead of any later one."""
+        self.unwritten.extend(self._pending)
+        self._pending.clear()
         if self.failure is None:
             self.failure = disk_trouble(exc)
             if self.on_failure is not None:

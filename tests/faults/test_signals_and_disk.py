@@ -22,7 +22,7 @@ from infermeter.records import JOURNAL, NOT_RECORDED, RECORDS, is_sealed, read_r
 from tests.cli import report_json
 
 INPUT = 16  # prompt tokens per request: the emulator's prompt-token counter / INPUT = requests it received
-LIMIT = 256 * 1024  # bytes per file: the journal's first flush (~80 records after 2 s) fits, the second does not
+LIMIT = 256 * 1024  # bytes per file: the journal takes its first flushes (16 records each), not the whole run
 
 
 def start_run(url: str, out, *extra: str, preexec=None) -> subprocess.Popen[str]:
@@ -49,7 +49,8 @@ def wait_for(url: str, name: str, at_least: float, proc: subprocess.Popen[str], 
 
 
 def journaled(out, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
-    """Wait until the live run's journal holds a finished record (it flushes every 2 s; bounded in time)."""
+    """Wait until the live run's journal holds a finished record (it flushes 16 after a send, or all waiting once 2 s
+    have passed; bounded in time)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (out / JOURNAL).is_file() and RecordColumns.of_run(out).ok.any():
