@@ -20,6 +20,8 @@ TTFT error p99 < 2 ms; at 50-300 req/s TTFT error p50 < 0.5 ms and p99 < 1 ms.
 the same CPU that does nothing but wake on the same kernel timer at the same rate for as long, and the CV of the gaps
 between its wake-ups.  What the host takes from CPU 0 (a stalled vCPU, another tenant) shows there as in the run; it
 is a reference beside the client's CV, not a share of it (CVs do not subtract, and the two windows differ).
+
+`--progress` draws the live display on this terminal, as `infermeter run` does by default (run it in a terminal).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def start_server(truth: Path, tokens: int, gap: float) -> tuple[subprocess.Popen
     return proc, f"http://127.0.0.1:{int(line.split()[-1])}"
 
 
-def run(url: str, rate: float, n: int, tokens: int, out: Path) -> None:
+def run(url: str, rate: float, n: int, tokens: int, out: Path, progress: bool = False) -> None:
     """`infermeter run` in-process (this process is pinned to CPU 0), as the command line builds it."""
     from infermeter.cli.app import run_async
     from infermeter.config.run import RunConfig
@@ -67,7 +69,7 @@ def run(url: str, rate: float, n: int, tokens: int, out: Path) -> None:
         "load": {"requests": n, "rate": rate, "arrival": "constant", "warmup": 0},
         "monitors": {"scrape_interval": 0},
     }).resolved()  # fmt: skip
-    result = run_async(benchmark(cfg.options(out, progress=False)))
+    result = run_async(benchmark(cfg.options(out, progress=progress)))
     if result.stopped:
         raise SystemExit(f"the run stopped: {result.stopped}")
 
@@ -126,7 +128,7 @@ def pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q))
 
 
-def measure(rate: float, seconds: float, tokens: int, gap: float) -> dict[str, float]:
+def measure(rate: float, seconds: float, tokens: int, gap: float, progress: bool = False) -> dict[str, float]:
     from infermeter.records import RECORDS, read_run_info
 
     n = int(rate * seconds)
@@ -134,7 +136,7 @@ def measure(rate: float, seconds: float, tokens: int, gap: float) -> dict[str, f
         truth_file, out = Path(tmp) / "truth.npz", Path(tmp) / "run"
         server, url = start_server(truth_file, tokens, gap)
         try:
-            run(url, rate, n, tokens, out)
+            run(url, rate, n, tokens, out, progress)
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(30)
@@ -191,6 +193,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run's schedule")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--gap", type=float, default=0.005, help="seconds between a stream's tokens")
+    parser.add_argument("--progress", action="store_true", help="draw the live display, as `infermeter run` does")
     args = parser.parse_args()
     os.sched_setaffinity(0, {0})
     print(f"open loop, constant arrivals, {args.tokens} tokens {args.gap * 1e3:g} ms apart; client CPU 0, server CPU 1")
@@ -199,7 +202,7 @@ def main() -> None:
     print(head)
     for rate in (float(x) for x in args.rates.split(",")):
         floor = host_cv(rate, args.seconds)
-        m = measure(rate, args.seconds, args.tokens, args.gap)
+        m = measure(rate, args.seconds, args.tokens, args.gap, args.progress)
         print(
             f"{m['rate']:6g} {m['server_rate_pct']:7.2f}% {m['gap_cv']:6.3f} ({m['read_gap_cv']:5.3f})  {floor:6.3f} "
             f"{m['gap_max_ms']:6.1f}ms {m['last_late_ms']:7.2f}ms {m['send_p50_ms']:6.2f}/{m['send_p99_ms']:<7.2f} "
