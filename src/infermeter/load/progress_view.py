@@ -1,36 +1,26 @@
 """The live progress display's own process: draws with rich what the run writes to its stdin, one JSON object per
-line (a line's key, label, total, done and info; infermeter.load.progress), until the pipe closes.
+line (infermeter.load.progress): a line's figures (key, label, total, done, info), or text to print above them.
 
-It runs at the idle scheduling class (nice 19 where there is none), so it only ever takes a CPU the run leaves idle,
-and off the CPUs the run was confined to, if it was; it ignores Ctrl-C, which is the run's to handle, and ends when
-the run closes the pipe, clearing its lines.
+The run starts it in a session of its own, at the idle scheduling class and off the CPUs the run was confined to.
+It ends when the run closes the pipe, or on SIGTERM, clearing its lines and showing the cursor again either way; a
+failure of its own ends only the display, quietly: the run goes on.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import sys
+from typing import NoReturn
 
 
-def lower_priority() -> None:
-    """The idle scheduling class for this process and the threads it starts (rich's refresh thread); and, when the
-    run was confined to some of the machine's CPUs (taskset), the others, which the run left free."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        with contextlib.suppress(AttributeError, OSError):
-            os.nice(19)
-    with contextlib.suppress(AttributeError, OSError):
-        others = set(range(os.cpu_count() or 1)) - os.sched_getaffinity(0)
-        if others:
-            os.sched_setaffinity(0, others)
+def _terminated(signum: int, frame: object) -> NoReturn:
+    raise SystemExit(0)  # out through the display's `with`, which clears the lines
 
 
 def main() -> None:
+    """Draw until the pipe closes."""
+    signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    lower_priority()
     import orjson
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -43,17 +33,25 @@ def main() -> None:
         TimeElapsedColumn(),
     )
     lines: dict[str, TaskID] = {}
-    with Progress(*cols, console=Console(stderr=True), transient=True, refresh_per_second=4) as bar:
+    with Progress(*cols, console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
         for raw in sys.stdin.buffer:
             try:
                 got = orjson.loads(raw)
+                if "print" in got:
+                    bar.console.out(str(got["print"]), end="", highlight=False)
+                    continue
                 key, label, total, done, info = got["key"], got["label"], got["total"], got["done"], got["info"]
             except (orjson.JSONDecodeError, KeyError, TypeError):
-                continue  # not a line of ours: the next update carries the whole line again
+                continue  # not a message of ours: the next update carries the whole line again
             if key not in lines:
                 lines[key] = bar.add_task(label, total=total, info="")
             bar.update(lines[key], completed=done, info=info)
+            if key == "":  # the run's own line comes last in each update
+                bar.refresh()
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception:  # the display is not worth a traceback on the run's terminal
+        sys.exit(1)
