@@ -137,6 +137,18 @@ async def test_a_view_keeps_off_the_cpus_the_run_was_confined_to(terminal):
         os.sched_setaffinity(0, mine)
 
 
+async def test_stderr_stands_in_for_the_real_stream_while_the_view_draws(monkeypatch, terminal):
+    """What a library may ask of sys.stderr during a run still works; text goes to the view, bytes past it."""
+    monkeypatch.setattr(progress, "EXIT_WAIT_S", 60)
+    real = sys.stderr
+    async with LiveDisplay(LiveStats(), 1, True, "benchmark"):
+        assert isinstance(sys.stderr, progress.Relay)
+        assert sys.stderr.buffer is real.buffer and sys.stderr.fileno() == real.fileno()
+        assert sys.stderr.write("a line\n") == len("a line\n")
+        sys.stderr.flush()
+    assert sys.stderr is real
+
+
 async def test_a_view_that_cannot_start_leaves_the_run_without_a_display(monkeypatch, terminal):
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     display = LiveDisplay(LiveStats(), 1, True, "benchmark")

@@ -137,6 +137,12 @@ class Relay(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.stream, "encoding", "utf-8")
 
+    def __getattr__(self, name: str) -> Any:
+        """Anything else (`buffer`, `errors`, ...) is the stream's own: bytes written there do not pass the view."""
+        if name == "stream":
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
 
 class LiveDisplay:
     """The run's live progress: sent, in flight, done, failed, live TTFT p50; `workers` (address -> its figures and
