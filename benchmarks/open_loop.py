@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -88,32 +89,19 @@ def prompt_keys(n: int, tokens: int) -> np.ndarray:
 
 async def wake_gaps(rate: float, seconds: float) -> np.ndarray:
     """The gaps between the wake-ups of a kernel timer set to `rate` instants a second, and nothing else."""
-    from infermeter.alarm import Alarm
-    from infermeter.records import RunClock
+    from infermeter.alarm import Waiter
 
-    clock = RunClock()
-    woke: list[float] = []
-    done = asyncio.get_running_loop().create_future()
-    due = 0.0
-
-    def fire() -> None:
-        nonlocal due
-        woke.append(clock.now())
-        due += 1 / rate
-        if due > start + seconds:
-            done.set_result(None)
-        else:
-            alarm.set(due)
-
-    alarm = Alarm.open(clock, fire)
-    if alarm is None:
+    waiter = Waiter()
+    if not waiter.kernel_timer:
         raise SystemExit("the host's figure needs Linux's timerfd")
+    start = time.perf_counter() + 0.01  # the first instant ahead of the timer's set-up
+    woke = []
     try:
-        start = due = clock.now() + 0.01  # the first instant ahead of the timer's set-up
-        alarm.set(due)
-        await done
+        for k in range(int(rate * seconds) + 1):
+            await waiter.until(start + k / rate)
+            woke.append(time.perf_counter())
     finally:
-        alarm.close()
+        waiter.close()
     return np.diff(woke)
 
 

@@ -199,8 +199,7 @@ class LiveDisplay:
                 await asyncio.sleep(0.02)
             if view.poll() is not None:
                 break
-        if view.poll() is None or view.returncode == -signal.SIGKILL:
-            view.wait()
+        if view.wait() == -signal.SIGKILL:  # it could not show the cursor again itself
             with contextlib.suppress(OSError):
                 os.write(2, SHOW_CURSOR)
 
