@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from tests.timed_server import SO_TIMESTAMPNS, listen
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,3 +55,20 @@ def test_each_request_reached_the_kernel_between_the_write_that_sent_it_and_the_
     assert np.all(sent < got["wire_at"])
     assert np.all(got["wire_at"] < got["read_at"])  # strictly: a request without a kernel stamp has its read time
     assert np.all(got["read_at"] < got["writes"][:, 0])
+
+
+def test_a_listener_is_handed_over_once_the_kernel_stamps_a_first_segment():
+    """Linux turns receive stamping on lazily (a work queue) when the first socket asks and off when the last closes;
+    a segment that beats that work has no stamp, which made the first request of a fresh server unstamped on a busy
+    machine.  Each round lets the system's stamping lapse (50 ms, the sockets closed) before listening again."""
+    unstamped = 0
+    for _ in range(10):
+        time.sleep(0.05)
+        with listen(0) as listener, socket.create_connection(listener.getsockname()) as client:
+            client.sendall(b"x")
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(10)
+                _, ancillary, _, _ = conn.recvmsg(16, 64)
+            unstamped += not any(kind == SO_TIMESTAMPNS for _, kind, _ in ancillary)
+    assert unstamped == 0

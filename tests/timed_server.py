@@ -203,13 +203,33 @@ class Connection:
                 self.write(NOT_FOUND)
 
 
+def listen(port: int, deadline: float = 5.0) -> socket.socket:
+    """A listener whose connections carry kernel receive stamps from their first segment, returned once the kernel
+    really stamps: Linux turns receive stamping on for the whole system lazily, from a work queue, when the first
+    socket asks (and off again when the last closes), and a TCP segment that arrives before that work has run carries
+    no stamp.  A loopback pair is probed until one does (a few hundred microseconds here; 5 s at most)."""
+    listener = socket.create_server(("127.0.0.1", port), backlog=4096)
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: a connection's first segment is stamped
+    with socket.create_connection(listener.getsockname()) as client:
+        probe, _ = listener.accept()
+        with probe:
+            probe.settimeout(deadline)
+            end = time.monotonic() + deadline
+            while time.monotonic() < end:
+                client.sendall(b"x")
+                if probe.recvmsg(16, 64)[1]:
+                    return listener
+                time.sleep(0.0005)
+    print(f"timed server: no kernel receive stamp within {deadline:g} s; wire times are read times", file=sys.stderr)
+    return listener
+
+
 async def serve(args: argparse.Namespace) -> None:
     server = Server(args.ttft, args.gap, args.tokens)
     loop = asyncio.get_running_loop()
     anchor = RunClock().anchor(tries=50)  # CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest paired reading
     offset = (anchor.wall_ns - anchor.monotonic_ns) / 1e9
-    listener = socket.create_server(("127.0.0.1", args.port), backlog=4096)
-    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: a connection's first segment is stamped
+    listener = listen(args.port)
     listener.setblocking(False)
     connections: list[Connection] = []
 
