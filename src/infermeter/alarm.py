@@ -75,6 +75,8 @@ class Waiter:
     def __init__(self) -> None:
         self._alarm = Alarm.open(RunClock(origin=0.0), self._ring)
         self._due: asyncio.Future[None] | None = None
+        self._call: Callable[[], None] | None = None  # what `call_at` set, called when the alarm rings
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None  # its asyncio stand-in without an alarm
 
     @property
     def kernel_timer(self) -> bool:
@@ -97,14 +99,47 @@ class Waiter:
                     self._due = None
         await sleep_until(at)  # without the timer the whole wait; after it, its instant's nanosecond rounding
 
+    def call_at(self, at: float, fn: Callable[[], None]) -> None:
+        """Call `fn` at `at` (perf_counter seconds) or just after, from the alarm's own callback: among the reads of
+        the loop turn in which the instant comes, not a turn later as a task woken by `until` runs.  One call is
+        pending at a time (a later call_at replaces it); `until` must not be waiting meanwhile."""
+        self._call = fn
+        if self._alarm is not None:
+            try:
+                self._alarm.set(at)
+                return
+            except OSError:  # the kernel refused the timer: asyncio's from now on
+                self.close()
+                self._call = fn
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(max(at - time.perf_counter() - SPIN_S, 0.0), self._poll, at)
+
     def close(self) -> None:
+        """Free the kernel timer and drop a pending `call_at`."""
+        self._call = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._alarm is not None:
             self._alarm.close()
             self._alarm = None
 
     def _ring(self) -> None:
-        if self._due is not None and not self._due.done():
+        if self._call is not None:
+            fn, self._call = self._call, None
+            fn()
+        elif self._due is not None and not self._due.done():
             self._due.set_result(None)
+
+    def _poll(self, at: float) -> None:
+        """Without an alarm: once asyncio's timer has brought the loop close, yield turns until the instant."""
+        if time.perf_counter() < at:
+            self._timer = asyncio.get_running_loop().call_soon(self._poll, at)
+            return
+        self._timer = None
+        self._ring()
 
 
 async def sleep_until(at: float) -> None:

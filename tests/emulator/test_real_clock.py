@@ -90,7 +90,8 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
     ended, or when its work arrived, and takes only what had arrived by then); the delay's median is a fraction of
     a millisecond (plus the machine's noise allowance) and does not grow from token to token (a timeline
     restarted whenever the event loop woke up would add every timer's overshoot, step after step).  The same on
-    the kernel timer (a timerfd set to each instant) and, where there is none, on asyncio's timers."""
+    the kernel timer (a timerfd set to each instant, the tokens handed out from its callback) and, where there is
+    none, on asyncio's timers."""
     if timer == "asyncio timers":
         monkeypatch.setattr(alarm.Alarm, "open", classmethod(lambda cls, clock, fire: None))
     elif not sys.platform.startswith("linux"):
@@ -98,17 +99,27 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
     reqs = generate(SHORT, 60, SEED)
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
-    ahead: list[float] = []  # how far ahead of its instant each asyncio-timer wait began
-    asyncio_wait = alarm.sleep_until
+    late: list[float] = []  # how long after its instant each of the engine's timed calls ran
+    polls = [0]  # turns a call waited through on asyncio's timers
+    call_at, poll = alarm.Waiter.call_at, alarm.Waiter._poll
 
-    async def watched(at: float) -> None:
-        ahead.append(at - time.perf_counter())
-        await asyncio_wait(at)
+    def watched(self: alarm.Waiter, at: float, fn) -> None:
+        def called() -> None:
+            late.append(time.perf_counter() - at)
+            fn()
 
-    monkeypatch.setattr(alarm, "sleep_until", watched)
+        call_at(self, at, called)
+
+    def counted(self: alarm.Waiter, at: float) -> None:
+        polls[0] += 1
+        poll(self, at)
+
+    monkeypatch.setattr(alarm.Waiter, "call_at", watched)
+    monkeypatch.setattr(alarm.Waiter, "_poll", counted)
 
     def measure():
-        ahead.clear()
+        late.clear()
+        polls[0] = 0
         return uvloop.run(engine_run(reqs, timer == "kernel timer"))
 
     def check(result, noise: Noise) -> None:
@@ -128,10 +139,8 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
         assert delay.min() > -1e-3, summary  # never before its time (a microsecond of float rounding)
         assert np.median(delay) < 0.5 + noise.allowance_s * 1e3, summary
         assert abs(growth) < 0.1, summary
-        if timer == "kernel timer":  # every wait ended on the timer, at or after its instant (0.5 ns of rounding)
-            assert ahead and max(ahead) < 1e-6, max(ahead)
-        else:
-            assert max(ahead) > 1e-4, max(ahead)
+        assert late and min(late) > -1e-6, min(late)  # every timed call at or after its instant (ns rounding)
+        assert (polls[0] == 0) == (timer == "kernel timer"), polls[0]  # on the timerfd, or else on asyncio's timers
 
     measured(measure, check)
 

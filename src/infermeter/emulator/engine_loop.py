@@ -1,4 +1,5 @@
-"""The engine model on the real clock: one asyncio task steps an EngineCore and hands out tokens when due.
+"""The engine model on the real clock: an EngineCore stepped, and its tokens handed out when due, from the callbacks
+of a kernel timer set to each instant (a task only waits for work while the engine is idle).
 
 The engine keeps the model's timeline, as the simulator does: a step starts where the previous one ended, or, on an
 idle engine, when its work arrived, never when the event loop happened to wake up; a step takes only the requests that
@@ -138,6 +139,11 @@ class RealClockEngine:
         self._next = 0
         self._task: asyncio.Task[None] | None = None
         self._waiter: Waiter | None = None
+        self._idle: asyncio.Future[None] | None = None  # set when the steps run out of work
+        self._free_at: float | None = None  # where the model's timeline stands: the last step's end, None when idle
+        self._step: Step | None = None  # the step being handed out
+        self._order: list[tuple[float, int]] = []  # its tokens in time order
+        self._emitted = 0  # how many of them are out
         self.finished = 0
         self.lateness = Lateness()
 
@@ -183,35 +189,73 @@ class RealClockEngine:
         return len(self.core.running)
 
     async def _run(self) -> None:
-        assert self._waiter is not None
-        until = self._waiter.until
-        free_at: float | None = None  # where the model's timeline stands: the last step's end, None when idle
+        """Wake on new work when idle; the steps themselves run from the timer's callbacks (`_advance`)."""
+        loop = asyncio.get_running_loop()
         while True:
-            start = self._next_start(free_at)
-            if start is None:
-                self._wake.clear()
-                await self._wake.wait()
-                free_at = None
-                continue
-            self._admit(start)
-            step = self.core.next_step(start)
-            if step is None:  # nothing the scheduler can run now: idle until more work arrives
-                self._wake.clear()
-                await self._wake.wait()
-                free_at = None
-                continue
-            for at, idx in emission_order(step):
-                await until(at)
-                self._emit(idx, at)
-            await until(step.end)
-            free_at = step.end
-            for r in self.core.finish(step):
-                handle = self._handles.pop(r.idx, None)
-                self.finished += 1
-                if handle is not None:
-                    handle.deliver(None)
-            if (behind := self.lateness.behind(time.perf_counter())) is not None:
-                print(behind, file=sys.stderr, flush=True)
+            self._idle = loop.create_future()
+            self._advance()
+            await self._idle  # the steps went idle (or failed: raised here, ending the engine as before)
+            await self._wake.wait()
+
+    def _advance(self) -> None:
+        """Run steps on the model's timeline until the next instant lies ahead (then the timer calls this again)
+        or there is nothing to run (then idle until `submit`).  Each token is handed out at its time and each step
+        finished at its end from here, in the timer's callback: a task woken for them ran behind the loop turn's
+        other ready work (request handling near a full core) and made the next step's tokens late."""
+        assert self._waiter is not None and self._idle is not None
+        try:
+            now = time.perf_counter()
+            while True:
+                if self._step is None:
+                    start = self._next_start(self._free_at)
+                    step = None
+                    if start is not None:
+                        self._admit(start)
+                        step = self.core.next_step(start)
+                    if step is None:  # nothing to do, or nothing the scheduler can run now: idle until work arrives
+                        self._free_at = None
+                        self._wake.clear()
+                        self._idle.set_result(None)
+                        return
+                    self._step, self._order, self._emitted = step, emission_order(step), 0
+                now = self._hand_out(now)
+                if self._emitted < len(self._order):
+                    self._waiter.call_at(self._order[self._emitted][0], self._advance)
+                    return
+                if now < self._step.end:
+                    self._waiter.call_at(self._step.end, self._advance)
+                    return
+                self._finish(self._step)
+                self._free_at, self._step = self._step.end, None
+                now = time.perf_counter()
+        except Exception as exc:  # raised in the timer's callback: the engine's task is the one to fail
+            if not self._idle.done():
+                self._idle.set_exception(exc)
+
+    def _hand_out(self, now: float) -> float:
+        """Hand out the current step's tokens that are due by now, in order; returns the clock after them."""
+        order, handles, lateness = self._order, self._handles, self.lateness
+        i, n = self._emitted, len(order)
+        while i < n and order[i][0] <= now:
+            at, idx = order[i]
+            i += 1
+            lateness.add(now - at)
+            handle = handles.get(idx)
+            if handle is not None:
+                handle.deliver(now)
+            now = time.perf_counter()
+        self._emitted = i
+        return now
+
+    def _finish(self, step: Step) -> None:
+        """The step's end: its finished requests' streams are told so."""
+        for r in self.core.finish(step):
+            handle = self._handles.pop(r.idx, None)
+            self.finished += 1
+            if handle is not None:
+                handle.deliver(None)
+        if (behind := self.lateness.behind(time.perf_counter())) is not None:
+            print(behind, file=sys.stderr, flush=True)
 
     def _next_start(self, free_at: float | None) -> float | None:
         """When the next step starts on the model's timeline: where the last one ended when work is waiting, else
@@ -233,13 +277,6 @@ class RealClockEngine:
         """Hand the engine every request that had arrived by `start`, in arrival order."""
         while self._arrived and self._arrived[0].arrival <= start:
             self.core.submit(self._arrived.popleft())
-
-    def _emit(self, idx: int, at: float) -> None:
-        now = time.perf_counter()
-        self.lateness.add(now - at)
-        handle = self._handles.get(idx)
-        if handle is not None:
-            handle.deliver(now)
 
 
 def offsets_from(times: list[float], received: float) -> list[float]:
