@@ -103,6 +103,7 @@ class Waiter:
         """Call `fn` at `at` (perf_counter seconds) or just after, from the alarm's own callback: among the reads of
         the loop turn in which the instant comes, not a turn later as a task woken by `until` runs.  One call is
         pending at a time (a later call_at replaces it); `until` must not be waiting meanwhile."""
+        assert self._due is None, "call_at while until waits on the same Waiter"
         self._call = fn
         if self._alarm is not None:
             try:

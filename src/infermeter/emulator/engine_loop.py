@@ -152,11 +152,12 @@ class RealClockEngine:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop stepping (the timer first: the steps run from its callbacks, not from the task) and end the task."""
+        if self._waiter is not None:
+            self._waiter.close()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._waiter is not None:
-            self._waiter.close()
 
     def submit(
         self, prompt_tokens: int, max_tokens: int, cached: int = 0, request_class: str = "", priority: int = 0
@@ -204,7 +205,6 @@ class RealClockEngine:
         other ready work (request handling near a full core) and made the next step's tokens late."""
         assert self._waiter is not None and self._idle is not None
         try:
-            now = time.perf_counter()
             while True:
                 if self._step is None:
                     start = self._next_start(self._free_at)
@@ -218,7 +218,7 @@ class RealClockEngine:
                         self._idle.set_result(None)
                         return
                     self._step, self._order, self._emitted = step, emission_order(step), 0
-                now = self._hand_out(now)
+                now = self._hand_out(time.perf_counter())  # read after planning: a step behind is due at once
                 if self._emitted < len(self._order):
                     self._waiter.call_at(self._order[self._emitted][0], self._advance)
                     return
@@ -227,10 +227,9 @@ class RealClockEngine:
                     return
                 self._finish(self._step)
                 self._free_at, self._step = self._step.end, None
-                now = time.perf_counter()
         except Exception as exc:  # raised in the timer's callback: the engine's task is the one to fail
             if not self._idle.done():
-                self._idle.set_exception(exc)
+                self._idle.set_exception(RuntimeError(repr(exc)) if isinstance(exc, StopIteration) else exc)
 
     def _hand_out(self, now: float) -> float:
         """Hand out the current step's tokens that are due by now, in order; returns the clock after them."""
