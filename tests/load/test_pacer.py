@@ -233,7 +233,6 @@ def test_call_at_runs_at_its_instant_never_before_and_a_later_call_replaces_it(t
         pytest.skip("a timerfd is Linux's")
 
     async def run() -> tuple[list[tuple[str, float]], float]:
-        loop = asyncio.get_running_loop()
         waiter = Waiter()
         assert waiter.kernel_timer == (timer == "kernel timer")
         calls: list[tuple[str, float]] = []
@@ -244,7 +243,6 @@ def test_call_at_runs_at_its_instant_never_before_and_a_later_call_replaces_it(t
         waiter.call_at(time.perf_counter() + 0.003, lambda: calls.append(("dropped", time.perf_counter())))
         waiter.close()
         await asyncio.sleep(0.01)
-        assert loop.is_running()
         return calls, second
 
     calls, second = asyncio.run(run())
