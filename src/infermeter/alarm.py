@@ -3,8 +3,8 @@
 asyncio's timers are only as fine as the loop's clock (uvloop's is the millisecond) and run after the loop's turn;
 a timerfd makes the loop's poll return at its instant and its callback runs among the turn's reads.  Where there is
 no timerfd (not Linux), `Alarm.open` gives None and its users wait on asyncio's timers instead: the open loop's pacer
-polls on them, and a `Waiter` (the emulator's engine) sleeps until just short of the instant and then yields to the
-loop until it has come.
+polls on them, and a `Waiter` (the emulator's engine) sets asyncio's timer to just short of the instant and then
+yields to the loop a turn at a time until it has come.
 """
 
 from __future__ import annotations
@@ -69,88 +69,104 @@ class Alarm:
 
 
 class Waiter:
-    """Awaits instants of time.perf_counter on the running loop: on an Alarm where there is one, else on asyncio's
-    timers; never returns before the instant."""
+    """Calls functions, or wakes a task, at instants of time.perf_counter on the running loop: on an Alarm where there
+    is one, else on asyncio's timers (a _LoopTimer); never before the instant."""
 
     def __init__(self) -> None:
         self._alarm = Alarm.open(RunClock(origin=0.0), self._ring)
-        self._due: asyncio.Future[None] | None = None
-        self._call: Callable[[], None] | None = None  # what `call_at` set, called when the alarm rings
-        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None  # its asyncio stand-in without an alarm
+        self._pending: tuple[float, Callable[[], None]] | None = None  # the instant and function the alarm is set for
+        self._timer: _LoopTimer | None = None  # asyncio's stand-in for the alarm
 
     @property
     def kernel_timer(self) -> bool:
         return self._alarm is not None
 
     async def until(self, at: float) -> None:
-        """Return at `at` (perf_counter seconds) or just after."""
+        """Return at `at` (perf_counter seconds) or just after: `call_at` waking this task, a loop turn later."""
         if time.perf_counter() >= at:
             return
-        if self._alarm is not None:
-            try:
-                self._alarm.set(at)
-            except OSError:  # the kernel refused the timer: asyncio's from now on
-                self.close()
-            else:
-                self._due = asyncio.get_running_loop().create_future()
-                try:
-                    await self._due
-                finally:
-                    self._due = None
-        await sleep_until(at)  # without the timer the whole wait; after it, its instant's nanosecond rounding
+        due: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.call_at(at, lambda: _resolve(due))
+        try:
+            await due
+        finally:
+            if not due.done():  # cancelled while waiting: the call goes with it
+                self.cancel()
 
     def call_at(self, at: float, fn: Callable[[], None]) -> None:
         """Call `fn` at `at` (perf_counter seconds) or just after, from the alarm's own callback: among the reads of
         the loop turn in which the instant comes, not a turn later as a task woken by `until` runs.  One call is
-        pending at a time (a later call_at replaces it); `until` must not be waiting meanwhile."""
-        assert self._due is None, "call_at while until waits on the same Waiter"
-        self._call = fn
+        pending at a time: a later call_at replaces it."""
+        self.cancel()
         if self._alarm is not None:
             try:
                 self._alarm.set(at)
-                return
             except OSError:  # the kernel refused the timer: asyncio's from now on
-                self.close()
-                self._call = fn
-        loop = asyncio.get_running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_later(max(at - time.perf_counter() - SPIN_S, 0.0), self._poll, at)
+                self._alarm.close()
+                self._alarm = None
+            else:
+                self._pending = (at, fn)
+                return
+        self._timer = _LoopTimer(at, fn)
 
-    def close(self) -> None:
-        """Free the kernel timer and drop a pending `call_at`."""
-        self._call = None
+    def cancel(self) -> None:
+        """Drop the pending call."""
+        self._pending = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def close(self) -> None:
+        """Drop the pending call and free the kernel timer."""
+        self.cancel()
         if self._alarm is not None:
             self._alarm.close()
             self._alarm = None
 
     def _ring(self) -> None:
-        if self._call is not None:
-            fn, self._call = self._call, None
-            fn()
-        elif self._due is not None and not self._due.done():
-            self._due.set_result(None)
-
-    def _poll(self, at: float) -> None:
-        """Without an alarm: once asyncio's timer has brought the loop close, yield turns until the instant."""
-        if time.perf_counter() < at:
-            self._timer = asyncio.get_running_loop().call_soon(self._poll, at)
+        if self._pending is None:
             return
-        self._timer = None
-        self._ring()
+        (at, fn), self._pending = self._pending, None
+        if time.perf_counter() < at:  # the timer is set to the nanosecond nearest the instant, which may precede it
+            self._timer = _LoopTimer(at, fn)
+            return
+        fn()
+
+
+class _LoopTimer:
+    """Calls `fn` once perf_counter reaches `at` on asyncio's timers alone, which fire up to a millisecond early or
+    late: asyncio's timer to SPIN_S short of the instant, then a turn of the loop at a time until it has come."""
+
+    def __init__(self, at: float, fn: Callable[[], None]) -> None:
+        self._at, self._fn = at, fn
+        self._loop = asyncio.get_running_loop()
+        self._handle: asyncio.Handle = self._loop.call_later(max(at - time.perf_counter() - SPIN_S, 0.0), self._poll)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    def _poll(self) -> None:
+        if time.perf_counter() < self._at:
+            self._handle = self._loop.call_soon(self._poll)
+            return
+        self._fn()
 
 
 async def sleep_until(at: float) -> None:
-    """Return at `at` (perf_counter seconds) or just after on asyncio's timers, which fire up to a millisecond early
-    or late: sleep until SPIN_S short of it, then yield to the event loop until it has come."""
-    delay = at - time.perf_counter() - SPIN_S
-    if delay > 0:
-        await asyncio.sleep(delay)
-    while time.perf_counter() < at:
-        await asyncio.sleep(0)
+    """Return at `at` (perf_counter seconds) or just after, on asyncio's timers (a _LoopTimer)."""
+    if time.perf_counter() >= at:
+        return
+    due: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    timer = _LoopTimer(at, lambda: _resolve(due))
+    try:
+        await due
+    finally:
+        timer.cancel()
+
+
+def _resolve(due: asyncio.Future[None]) -> None:
+    if not due.done():
+        due.set_result(None)
 
 
 def _timerfd() -> tuple[int, Callable[[int, int], None]]:

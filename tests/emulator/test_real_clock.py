@@ -100,8 +100,8 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
     reqs.arrival_s = arrival_offsets(ArrivalSpec(kind="poisson", rate=20), 60, SEED)
 
     late: list[float] = []  # how long after its instant each of the engine's timed calls ran
-    polls = [0]  # turns a call waited through on asyncio's timers
-    call_at, poll = alarm.Waiter.call_at, alarm.Waiter._poll
+    polls = [0]  # calls made on asyncio's timers
+    call_at, loop_timer = alarm.Waiter.call_at, alarm._LoopTimer.__init__
 
     def watched(self: alarm.Waiter, at: float, fn) -> None:
         def called() -> None:
@@ -110,12 +110,12 @@ def test_the_engine_hands_out_tokens_on_the_simulators_timeline(timer, monkeypat
 
         call_at(self, at, called)
 
-    def counted(self: alarm.Waiter, at: float) -> None:
+    def counted(self: alarm._LoopTimer, at: float, fn) -> None:
         polls[0] += 1
-        poll(self, at)
+        loop_timer(self, at, fn)
 
     monkeypatch.setattr(alarm.Waiter, "call_at", watched)
-    monkeypatch.setattr(alarm.Waiter, "_poll", counted)
+    monkeypatch.setattr(alarm._LoopTimer, "__init__", counted)
 
     def measure():
         late.clear()

@@ -163,6 +163,33 @@ def test_a_waiter_whose_timer_the_kernel_refuses_waits_on_asyncio_from_then_on(m
     assert ended >= at
 
 
+def test_a_call_is_never_early_when_the_kernel_timer_rings_before_its_instant(monkeypatch):
+    """The timer is set to the nanosecond nearest the instant, which may precede it: a ring before the instant (here
+    2 ms before, the timer set early on purpose) waits on asyncio's timers for the rest, for `call_at` and `until`."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a timerfd is Linux's")
+    set_at = Alarm.set
+    monkeypatch.setattr(Alarm, "set", lambda self, at: set_at(self, at - 0.002))
+
+    async def run() -> list[tuple[float, float]]:
+        waiter = Waiter()
+        assert waiter.kernel_timer
+        got = []
+        for _ in range(5):
+            at = time.perf_counter() + 0.004
+            ran: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+            waiter.call_at(at, lambda ran=ran: ran.set_result(time.perf_counter()))  # type: ignore[misc]
+            got.append((at, await ran))
+            at = time.perf_counter() + 0.004
+            await waiter.until(at)
+            got.append((at, time.perf_counter()))
+        waiter.close()
+        return got
+
+    got = asyncio.run(run())
+    assert all(t >= at for at, t in got), [(t - at) * 1e3 for at, t in got]
+
+
 async def _busy_callbacks_passed(wait: str, instants: int = 15) -> list[int]:
     """For each instant 2 ms ahead: how many busy callbacks (0.3 ms each, each scheduling the next: request handling
     near a full core) started after the instant and before the waiting code ran, by `call_at` or by `until`."""
