@@ -76,6 +76,7 @@ class Waiter:
         self._alarm = Alarm.open(RunClock(origin=0.0), self._ring)
         self._pending: tuple[float, Callable[[], None]] | None = None  # the instant and function the alarm is set for
         self._timer: _LoopTimer | None = None  # asyncio's stand-in for the alarm
+        self._until: asyncio.Future[None] | None = None  # what `until` waits on
 
     @property
     def kernel_timer(self) -> bool:
@@ -86,17 +87,23 @@ class Waiter:
         if time.perf_counter() >= at:
             return
         due: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.call_at(at, lambda: _resolve(due))
+        self._set(at, lambda: _resolve(due))
+        self._until = due
         try:
             await due
         finally:
-            if not due.done():  # cancelled while waiting: the call goes with it
+            self._until = None
+            if due.cancelled():  # the waiting task was cancelled: its call goes with it
                 self.cancel()
 
     def call_at(self, at: float, fn: Callable[[], None]) -> None:
         """Call `fn` at `at` (perf_counter seconds) or just after, from the alarm's own callback: among the reads of
         the loop turn in which the instant comes, not a turn later as a task woken by `until` runs.  One call is
-        pending at a time: a later call_at replaces it."""
+        pending at a time: a later call_at replaces it; not while `until` waits (it would never wake)."""
+        assert self._until is None, "call_at while until waits on the same Waiter"
+        self._set(at, fn)
+
+    def _set(self, at: float, fn: Callable[[], None]) -> None:
         self.cancel()
         if self._alarm is not None:
             try:

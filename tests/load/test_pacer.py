@@ -190,6 +190,34 @@ def test_a_call_is_never_early_when_the_kernel_timer_rings_before_its_instant(mo
     assert all(t >= at for at, t in got), [(t - at) * 1e3 for at, t in got]
 
 
+@pytest.mark.parametrize("timer", ["kernel timer", "asyncio timers"])
+def test_a_wait_cancelled_takes_its_call_with_it(timer, monkeypatch):
+    """A task cancelled while `until` waits leaves nothing set: its instant passes with no call (a stray one would
+    wake the loop, or poll it a turn at a time for the last millisecond on asyncio's timers)."""
+    from infermeter import alarm
+
+    if timer == "asyncio timers":
+        monkeypatch.setattr(Alarm, "open", classmethod(lambda cls, clock, fire: None))
+    elif not sys.platform.startswith("linux"):
+        pytest.skip("a timerfd is Linux's")
+    resolved = []
+    resolve = alarm._resolve
+    monkeypatch.setattr(alarm, "_resolve", lambda due: (resolved.append(due), resolve(due)))
+
+    async def run() -> None:
+        waiter = Waiter()
+        task = asyncio.create_task(waiter.until(time.perf_counter() + 0.01))
+        await asyncio.sleep(0.002)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.sleep(0.03)  # well past the instant
+        waiter.call_at(time.perf_counter() + 0.001, lambda: None)  # and the Waiter still takes calls
+        waiter.close()
+
+    asyncio.run(run())
+    assert resolved == []
+
+
 async def _busy_callbacks_passed(wait: str, instants: int = 15) -> list[int]:
     """For each instant 2 ms ahead: how many busy callbacks (0.3 ms each, each scheduling the next: request handling
     near a full core) started after the instant and before the waiting code ran, by `call_at` or by `until`."""
