@@ -6,7 +6,8 @@ Every emitted token is one SSE event.  The final event carries usage (with vLLM'
 prefix cache served part of the prompt) and, under "infermeter", the server's own emission time of each token as
 seconds after the request arrived (infermeter's ITL option C).  Configured faults (emulator/faults.py) are injected
 per request; with `api_key` set, requests without it get HTTP 401 echoing the key they presented, as some hosted
-APIs do.
+APIs do.  Without faults, guardrails or a key, streams are served by the lean front end (lean_http.py) and the rest
+by this aiohttp application.
 """
 
 from __future__ import annotations
@@ -269,11 +270,15 @@ class Emulator:
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
-        return await self._generate(request, body, self._prompt_tokens(body), chat=False)
+        return await self._generate(request, body, self.request_tokens(body, chat=False), chat=False)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
-        return await self._generate(request, body, self._chat_tokens(body), chat=True)
+        return await self._generate(request, body, self.request_tokens(body, chat=True), chat=True)
+
+    def request_tokens(self, body: dict[str, Any], chat: bool) -> list[int]:
+        """A generation request's prompt tokens: the chat messages under the template, or the completions prompt."""
+        return self._chat_tokens(body) if chat else self._prompt_tokens(body)
 
     def _prompt_tokens(self, body: dict[str, Any]) -> list[int]:
         """A completions prompt's tokens: text, or a list holding one text (pre-tokenized ids are taken as is)."""
@@ -294,31 +299,14 @@ class Emulator:
             raise _bad_request(str(exc)) from None
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
-        try:
-            body = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            raise _bad_request("request body is not JSON") from None
-        if not isinstance(body, dict):
-            raise _bad_request("request body must be a JSON object")
-        return body
+        return parse_body(await request.read())
 
     async def _generate(
         self, request: web.Request, body: dict[str, Any], tokens: list[int], chat: bool
     ) -> web.StreamResponse:
         assert self.engine is not None
         received = time.perf_counter()
-        try:
-            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        except (TypeError, ValueError):
-            raise _bad_request("max_tokens must be an integer") from None
-        if max_tokens < 1:
-            raise _bad_request("max_tokens must be at least 1")
-        priority = body.get("priority", 0)  # vLLM's request priority: lower is served first
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise _bad_request("priority must be an integer (lower is served first)")
-        too_long = self.too_long(len(tokens), max_tokens)
-        if too_long is not None:
-            raise _bad_request(too_long)
+        max_tokens, priority = self.generation(body, len(tokens))
         fault = self.faults.draw()
         if fault is not None and fault.kind in HTTP_STATUS:
             return _http_fault(fault)
@@ -329,10 +317,37 @@ class Emulator:
         handle = await self.admit(tokens, max_tokens, priority)
         if isinstance(handle, str):
             raise _bad_request(handle)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_base}{next(self._ids) & 0xFFFFFFFF:08x}"
+        rid = self.new_id(chat)
         if not body.get("stream", False):
             return await self._whole(handle, rid, chat, len(tokens), received)
         return await self._stream(request, body, handle, rid, chat, len(tokens), received, fault)
+
+    def generation(self, body: dict[str, Any], prompt: int) -> tuple[int, int]:
+        """A generation request's max_tokens and priority, or HTTP 400 saying what is wrong with them."""
+        try:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        except (TypeError, ValueError):
+            raise _bad_request("max_tokens must be an integer") from None
+        if max_tokens < 1:
+            raise _bad_request("max_tokens must be at least 1")
+        priority = body.get("priority", 0)  # vLLM's request priority: lower is served first
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise _bad_request("priority must be an integer (lower is served first)")
+        too_long = self.too_long(prompt, max_tokens)
+        if too_long is not None:
+            raise _bad_request(too_long)
+        return max_tokens, priority
+
+    def new_id(self, chat: bool) -> str:
+        """OpenAI's id format: `cmpl-`/`chatcmpl-` and 16 hex digits."""
+        return f"{'chatcmpl' if chat else 'cmpl'}-{self._id_base}{next(self._ids) & 0xFFFFFFFF:08x}"
+
+    @property
+    def lean(self) -> bool:
+        """Whether streams may be served by the lean front end (emulator/lean_http.py): nothing configured that
+        changes a request's path (faults, guardrails, an API key)."""
+        c = self.config
+        return not c.faults and c.api_key is None and not c.input_filter_ms and not c.output_filter_ms
 
     def too_long(self, prompt: int, max_tokens: int) -> str | None:
         """Why a request exceeds the model's context, or None."""
@@ -344,13 +359,23 @@ class Emulator:
     async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0) -> Handle | str:
         """Prefix-cache lookup, the input guardrail, then the engine: a handle, or why the engine refuses it.
         Shared by the HTTP and gRPC front ends."""
-        assert self.engine is not None
-        cached = self.cache.lookup_and_insert(tokens) if self.cache is not None else 0
-        if self.cache is not None:
-            self.prefix_queries.inc(len(tokens))
-            self.prefix_hits.inc(cached)
+        cached = self.cache_lookup(tokens)
         if self.config.input_filter_ms:
             await asyncio.sleep(self.config.input_filter_ms / 1000)
+        return self.submit(tokens, max_tokens, cached, priority)
+
+    def cache_lookup(self, tokens: list[int]) -> int:
+        """How many of the prompt's leading tokens the prefix cache holds (0 without one); the prompt goes in."""
+        if self.cache is None:
+            return 0
+        cached = self.cache.lookup_and_insert(tokens)
+        self.prefix_queries.inc(len(tokens))
+        self.prefix_hits.inc(cached)
+        return cached
+
+    def submit(self, tokens: list[int], max_tokens: int, cached: int, priority: int) -> Handle | str:
+        """The request into the engine: its handle, or why the engine refuses it."""
+        assert self.engine is not None
         handle = self.engine.submit(len(tokens), max_tokens, cached, priority=priority)
         if not isinstance(handle, str):
             self.prefill_tokens.inc(len(tokens) - cached)
@@ -392,15 +417,16 @@ class Emulator:
             resp.enable_chunked_encoding()  # what aiohttp would choose; said here so that resp.chunked tells
         await resp.prepare(request)
         headers_sent = time.perf_counter()
+        guard = OutputFilter(self.config.output_filter_ms / 1000)
+        kind = fault.kind if fault is not None else None
+        if kind is None and not guard.delay_s and request.transport is not None:
+            return await self._stream_direct(
+                resp, request.transport, rid, chat, body, handle, prompt, received, headers_sent
+            )
         created = int(time.time())
         model = self.config.model
         obj = "chat.completion.chunk" if chat else "text_completion"
-        guard = OutputFilter(self.config.output_filter_ms / 1000)
-        kind = fault.kind if fault is not None else None
         strike = fault.token_index(handle.req.output) if fault is not None else -1
-        if kind is None and not guard.delay_s and request.transport is not None:
-            events = _DirectEvents(resp, request.transport, rid, obj, created, model, chat, self.tokenizer.reply_json)
-            return await self._stream_direct(events, body, handle, prompt, received, headers_sent)
         out = _Writer(resp, kind)
         times: list[float] = []
         try:
@@ -436,27 +462,50 @@ class Emulator:
             raise
         return resp
 
+    def direct_events(
+        self, transport: asyncio.Transport, chunked: bool, rid: str, chat: bool, ended: Callable[[bool], None]
+    ) -> DirectEvents:
+        """A stream's events as the engine hands out its tokens, written straight to `transport`."""
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        created = int(time.time())
+        return DirectEvents(
+            transport, chunked, rid, obj, created, self.config.model, chat, self.tokenizer.reply_json, ended
+        )
+
     async def _stream_direct(
-        self, events: _DirectEvents, body: dict[str, Any], handle: Handle, prompt: int, received: float, sent: float
+        self,
+        resp: web.StreamResponse,
+        transport: asyncio.Transport,
+        rid: str,
+        chat: bool,
+        body: dict[str, Any],
+        handle: Handle,
+        prompt: int,
+        received: float,
+        sent: float,
     ) -> web.StreamResponse:
         """A stream without faults or an output filter: the engine writes each token's event itself (no task wakes
         per token, which is what lets one core serve thousands of streams); this waits for the last."""
         assert self.engine is not None
-        if events.chat:
-            events.write(events.role)
-        handle.take_direct(events.token)  # with the tokens handed out before this stream was ready
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def ended(finished: bool) -> None:
+            if not done.done():  # a handler cancelled meanwhile (its client went away) waits for nothing
+                done.set_result(finished)
+
+        events = self.direct_events(transport, resp.chunked, rid, chat, ended)
+        events.start(handle)
         try:
-            await events.done
+            if not await done:
+                raise ConnectionResetError("the client went away")
         except (ConnectionResetError, asyncio.CancelledError):
             self.engine.abandon(handle)
             raise
-        times = events.times
-        self.account(times, received, handle)
-        final = _final(events.rid, events.obj, events.created, events.model, events.chat, times, received, sent, handle)
-        if (body.get("stream_options") or {}).get("include_usage"):
-            final["usage"] = _usage(prompt, len(times), handle.req.cached)
-        await events.end(b"data: " + orjson.dumps(final) + b"\n\ndata: [DONE]\n\n")
-        return events.resp
+        self.account(events.times, received, handle)
+        # the last events and the chunked terminator in one write (one send less per stream)
+        with contextlib.suppress(ConnectionError):  # the client left while a full socket buffer drained
+            await resp.write_eof(events.last(body, prompt, received, sent, handle))
+        return resp
 
     async def _mid_stream(self, fault: Fault, request: web.Request, handle: Handle, out: _Writer) -> bool:
         """Strike a mid-stream fault after the current token; True when the stream ends here."""
@@ -500,54 +549,67 @@ class Emulator:
             self.preempted_finished.inc()
 
 
-class _DirectEvents:
+class DirectEvents:
     """One stream's events written straight to its transport as the engine hands out tokens (chunked framing as
-    aiohttp's writer would add it; aiohttp sent the headers at prepare and writes the last chunk at the end)."""
+    aiohttp's writer would add it; the headers went before).  `ended` is called once: True after the last token,
+    False when the client went away."""
 
     def __init__(
         self,
-        resp: web.StreamResponse,
         transport: asyncio.Transport,
+        chunked: bool,
         rid: str,
         obj: str,
         created: int,
         model: str,
         chat: bool,
         reply_json: Callable[[int], bytes],
+        ended: Callable[[bool], None],
     ) -> None:
-        self.resp, self.transport, self.reply_json = resp, transport, reply_json
+        self.transport, self.chunked, self.reply_json, self._ended = transport, chunked, reply_json, ended
         self.rid, self.obj, self.created, self.model, self.chat = rid, obj, created, model, chat
         self.times: list[float] = []
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.chunked = resp.chunked
+        self.over = False
         start = orjson.dumps({"id": rid, "object": obj, "created": created, "model": model})[:-1]
         self.head = b"data: " + start + b',"choices":[{"index":0,"finish_reason":null,'
         self.head += b'"delta":{"content":' if chat else b'"text":'
         self.tail = b"}}]}\n\n" if chat else b"}]}\n\n"
         self.role = self.head[: -len(b'"content":')] + b'"role":"assistant","content":""}}]}\n\n'
 
+    def start(self, handle: Handle) -> None:
+        """The chat role event, then the tokens as the engine hands them out (first those handed out already)."""
+        if self.chat:
+            self.write(self.role)
+        handle.take_direct(self.token)
+
     def write(self, data: bytes) -> None:
         if self.transport.is_closing():
-            if not self.done.done():
-                self.done.set_exception(ConnectionResetError("the client went away"))
+            self._end(False)
             return
         self.transport.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
-
-    async def end(self, data: bytes) -> None:
-        """The stream's last events and its end (the chunked terminator) in one write: one send less per stream."""
-        if self.transport.is_closing():
-            return  # the client went away after the last token: nothing is left to tell it
-        await self.resp.write_eof(data)
 
     def token(self, t: float | None) -> None:
         """The engine handed out a token at `t` (None: the stream's last came before)."""
         if t is None:
-            if not self.done.done():
-                self.done.set_result(None)
+            self._end(True)
             return
         piece = self.reply_json(len(self.times))
         self.times.append(t)
         self.write(self.head + piece + self.tail)
+
+    def last(self, body: dict[str, Any], prompt: int, received: float, sent: float, handle: Handle) -> bytes:
+        """The stream's last events: the final one (finish_reason, the server's token times, usage when the request
+        asked for it) and [DONE]."""
+        times = self.times
+        final = _final(self.rid, self.obj, self.created, self.model, self.chat, times, received, sent, handle)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            final["usage"] = _usage(prompt, len(times), handle.req.cached)
+        return b"data: " + orjson.dumps(final) + b"\n\ndata: [DONE]\n\n"
+
+    def _end(self, finished: bool) -> None:
+        if not self.over:
+            self.over = True
+            self._ended(finished)
 
 
 def _final(
@@ -626,11 +688,27 @@ def _usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
     return usage
 
 
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request's JSON object, or HTTP 400 saying it is not one."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise _bad_request("request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise _bad_request("request body must be a JSON object")
+    return body
+
+
+def error_body(message: str) -> bytes:
+    """An HTTP 400's JSON body, in OpenAI's error format."""
+    return orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "code": 400}})
+
+
 def _bad_request(message: str) -> web.HTTPBadRequest:
-    return web.HTTPBadRequest(
-        text=orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "code": 400}}).decode(),
-        content_type="application/json",
-    )
+    return web.HTTPBadRequest(text=error_body(message).decode(), content_type="application/json")
+
+
+SHUTDOWN_S = 60.0  # how long a stopping server lets its streams finish (aiohttp's default)
 
 
 async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 8000, announce: bool = True) -> None:
@@ -638,7 +716,7 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     a free port)."""
     raise_open_files_limit()  # one socket per queued request
     emulator = Emulator(config)
-    runner = web.AppRunner(emulator.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(emulator.app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     grpc_server = None
     done = asyncio.Event()
@@ -649,10 +727,17 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     for sig in (signal.SIGTERM,) if keep_ignoring else (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, done.set)
+    from infermeter.emulator.lean_http import Fronts, start_lean  # it builds on this module
+
+    lean, fronts = None, Fronts()
     try:
-        site = web.TCPSite(runner, host, port, backlog=4096)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        if emulator.lean and runner.server is not None:  # streams by the lean front end, the rest by aiohttp
+            lean, fronts = await start_lean(emulator, runner.server, host, port)
+            bound = lean.sockets[0].getsockname()[1]
+        else:
+            site = web.TCPSite(runner, host, port, backlog=4096)
+            await site.start()
+            bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         also = ""
         if config.grpc_port is not None:
             from infermeter.emulator.grpc_server import start_grpc
@@ -663,6 +748,9 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
             print(f"{ANNOUNCE}http://{host}:{bound}{also}", flush=True)
         await done.wait()
     finally:
+        if lean is not None:
+            lean.close()
+            await fronts.close(SHUTDOWN_S)
         if grpc_server is not None:
             await grpc_server.stop(grace=None)
         await runner.cleanup()

@@ -1,0 +1,256 @@
+"""The emulator's lean HTTP/1.1 front end: streamed completions served straight from an asyncio protocol, every
+other request handed to aiohttp.
+
+aiohttp's machinery per request (request and response objects, the handler's coroutine, header multidicts) took
+~60 us of the emulator's core per stream, a third of what 2,000 streams a second leave for tokens.  A connection
+starts here; a request this front end serves exactly as the aiohttp application would (POST /v1/completions or
+/v1/chat/completions over HTTP/1.1, a JSON body of Content-Length bytes, "stream": true, valid) is answered here, with
+no task per request; at the first request that is anything else (another path or method, an error to answer, a
+chunked body, Expect, Connection: close, HTTP/1.0) the connection is handed to aiohttp's own protocol with the bytes
+read so far, and aiohttp serves it from then on.  Only an emulator with nothing that changes a request's path
+(faults, guardrails, an API key) uses it (`Emulator.lean`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from infermeter import __version__
+from infermeter.emulator.engine_loop import Handle
+from infermeter.emulator.server import DirectEvents, Emulator, error_body, parse_body
+
+PATHS = {b"/v1/completions": False, b"/v1/chat/completions": True}  # path -> chat
+MAX_HEAD = 8190  # aiohttp's limit on a request line or header; beyond it aiohttp answers
+MAX_BODY = 64 * 1024**2  # the application's client_max_size; beyond it aiohttp answers 413
+HANDED_OVER = ("transfer-encoding", "expect", "upgrade")  # request headers whose semantics aiohttp implements
+
+
+@dataclass
+class _Request:
+    chat: bool
+    body: dict[str, Any]
+    tokens: list[int]
+    max_tokens: int
+    priority: int
+    received: float
+
+
+@dataclass
+class _Stream:
+    events: DirectEvents
+    handle: Handle
+    request: _Request
+    sent: float
+
+
+class LeanFront(asyncio.Protocol):
+    """One connection: the streams it can serve, until a request it cannot (then aiohttp's protocol takes over)."""
+
+    def __init__(self, emulator: Emulator, aiohttp_protocol: Callable[[], asyncio.Protocol], fronts: Fronts) -> None:
+        self.emulator, self.aiohttp_protocol, self.fronts = emulator, aiohttp_protocol, fronts
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.stream: _Stream | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.fronts.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.stream is None:
+            self._serve()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fronts.discard(self)
+        if self.stream is not None:
+            assert self.emulator.engine is not None
+            self.emulator.engine.abandon(self.stream.handle)
+            self.stream = None
+
+    @property
+    def idle(self) -> bool:
+        return self.stream is None
+
+    def _serve(self) -> None:
+        """Serve the buffered requests this front end can, one at a time; hand the connection over at one it cannot."""
+        while self.stream is None and self.buffer and self.transport is not None and not self.transport.is_closing():
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                if len(self.buffer) > MAX_HEAD:
+                    self._hand_over()
+                return
+            length = _content_length(self.buffer[:head_end])
+            if length is None:
+                self._hand_over()
+                return
+            end = head_end + 4 + length
+            if len(self.buffer) < end:
+                return
+            request = self._request(self.buffer[:head_end], self.buffer[head_end + 4 : end])
+            if request is None:
+                self._hand_over()
+                return
+            self.buffer = self.buffer[end:]
+            self._start(request)
+
+    def _request(self, head: bytes, raw: bytes) -> _Request | None:
+        """The stream a request asks for, or None when aiohttp is to answer it (as it would have: an error, or a
+        request this front end does not serve); nothing is changed before it is known."""
+        line = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(line) != 3 or line[0] != b"POST" or line[1] not in PATHS or line[2] != b"HTTP/1.1":
+            return None
+        chat = PATHS[line[1]]
+        em = self.emulator
+        try:
+            body = parse_body(raw)
+            if body.get("stream") is not True:
+                return None
+            tokens = em.request_tokens(body, chat)
+            max_tokens, priority = em.generation(body, len(tokens))
+        except web.HTTPBadRequest:
+            return None
+        return _Request(chat, body, tokens, max_tokens, priority, time.perf_counter())
+
+    def _start(self, r: _Request) -> None:
+        assert self.transport is not None
+        em = self.emulator
+        handle = em.submit(r.tokens, r.max_tokens, em.cache_lookup(r.tokens), r.priority)
+        if isinstance(handle, str):  # the engine can never serve it: HTTP 400, as the application answers
+            self.transport.write(_bad_request(handle))
+            return
+        self.transport.write(_stream_head())
+        sent = time.perf_counter()
+        events = em.direct_events(self.transport, True, em.new_id(r.chat), r.chat, self._ended)
+        self.stream = _Stream(events, handle, r, sent)
+        events.start(handle)
+
+    def _ended(self, finished: bool) -> None:
+        """From the engine's turn: the stream's end is written on the loop's next (the engine's steps go first)."""
+        if finished:
+            self.loop.call_soon(self._end)
+
+    def _end(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is None or self.transport is None:
+            return
+        r = stream.request
+        self.emulator.account(stream.events.times, r.received, stream.handle)
+        last = stream.events.last(r.body, len(r.tokens), r.received, stream.sent, stream.handle)
+        if not self.transport.is_closing():
+            self.transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(last), last))
+        if self.fronts.closing:
+            self.transport.close()
+            return
+        self._serve()
+
+    def _hand_over(self) -> None:
+        """aiohttp's protocol takes the connection, with what was read of it; this front end is done with it."""
+        assert self.transport is not None
+        self.fronts.discard(self)
+        protocol = self.aiohttp_protocol()
+        self.transport.set_protocol(protocol)
+        protocol.connection_made(self.transport)
+        buffered, self.buffer = self.buffer, b""
+        if buffered:
+            protocol.data_received(buffered)
+        self.transport = None
+
+
+async def start_lean(
+    emulator: Emulator, aiohttp_server: web.Server, host: str, port: int
+) -> tuple[asyncio.Server, Fronts]:
+    """Listen on host:port with the lean front end (aiohttp's `aiohttp_server` takes what it hands over)."""
+    fronts = Fronts()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: LeanFront(emulator, aiohttp_server, fronts), host, port, backlog=4096)
+    return server, fronts
+
+
+class Fronts:
+    """The connections the lean front end holds, to close them when the server stops."""
+
+    def __init__(self) -> None:
+        self.open: set[LeanFront] = set()
+        self.closing = False
+
+    def add(self, front: LeanFront) -> None:
+        self.open.add(front)
+
+    def discard(self, front: LeanFront) -> None:
+        self.open.discard(front)
+
+    async def close(self, timeout_s: float) -> None:
+        """Close idle connections now and the others once their stream ends (at most `timeout_s`), as aiohttp's
+        graceful shutdown does."""
+        self.closing = True
+        deadline = time.monotonic() + timeout_s
+        while self.open and time.monotonic() < deadline:
+            for front in list(self.open):
+                if front.idle and front.transport is not None:
+                    front.transport.close()
+                    self.open.discard(front)
+            if self.open:
+                await asyncio.sleep(0.01)
+        for front in list(self.open):
+            if front.transport is not None:
+                front.transport.abort()
+
+
+def _content_length(head: bytes) -> int | None:
+    """The body's length when the head is one this front end serves: Content-Length and none of the headers whose
+    semantics aiohttp implements (nor Connection: close); else None."""
+    length = None
+    for line in head.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep or name != name.strip():  # aiohttp answers what HTTP forbids (a folded line, "Name :")
+            return None
+        key = name.lower().decode("latin-1")
+        if key in HANDED_OVER:
+            return None
+        if key == "connection" and value.strip().lower() != b"keep-alive":
+            return None
+        if key == "content-length":
+            digits = value.strip()
+            if length is not None or not digits.isdigit():
+                return None
+            length = int(digits)
+    return length if length is not None and length <= MAX_BODY else None
+
+
+_date = (0, b"")
+
+
+def _http_date() -> bytes:
+    """The Date header's value, made once a second."""
+    global _date
+    now = int(time.time())
+    if _date[0] != now:
+        _date = (now, email.utils.formatdate(now, usegmt=True).encode())
+    return _date[1]
+
+
+_SERVER = f"infermeter-emulator/{__version__}".encode()
+
+
+def _stream_head() -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        b"Transfer-Encoding: chunked\r\nDate: %s\r\nServer: %s\r\n\r\n" % (_http_date(), _SERVER)
+    )
+
+
+def _bad_request(message: str) -> bytes:
+    body = error_body(message)
+    return (
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\n"
+        b"Date: %s\r\nServer: %s\r\n\r\n%s" % (len(body), _http_date(), _SERVER, body)
+    )
