@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 import orjson
 import pytest
@@ -133,7 +134,8 @@ def test_a_lean_stream_is_the_applications_stream(loop):
     assert lean[2][3][-2]["usage"]["completion_tokens"] == 3
 
 
-def test_what_the_lean_front_end_does_not_serve_reaches_aiohttp_on_the_same_connection():
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_what_the_lean_front_end_does_not_serve_reaches_aiohttp_on_the_same_connection(loop):
     """A GET, an error to answer and a non-streamed request, each after a lean stream: aiohttp answers them as the
     application does (the bytes read so far go with the connection), and serves the stream that follows."""
 
@@ -160,7 +162,7 @@ def test_what_the_lean_front_end_does_not_serve_reaches_aiohttp_on_the_same_conn
                 got.append((first[0], second[0], second[2][:200], third[0], len(events(third[2]))))
             return got, s.handlers
 
-    got, handlers = uvloop.run(go())
+    got, handlers = (uvloop.run if loop == "uvloop" else asyncio.run)(go())
     assert handlers == 5  # every connection handed over once
     assert [g[0] for g in got] == [200] * 5 and [g[3] for g in got] == [200] * 5
     assert [g[4] for g in got] == [7] * 5  # 5 tokens, the final event, [DONE]
@@ -195,9 +197,9 @@ def test_requests_sent_together_or_in_pieces_are_each_answered_in_order():
     assert counts == [4, 5, 6] and handlers == 0
 
 
-def test_a_client_that_leaves_mid_stream_frees_its_engine_slot():
-    """The connection closed after the first token: the engine stops delivering to it (its handle dropped) and the
-    server goes on serving others."""
+def test_a_client_that_leaves_mid_stream_is_no_longer_delivered_to():
+    """The connection closed after the first token: the engine stops delivering to it (its handle dropped; the
+    engine finishes the work, as real engines may) and the server goes on serving others."""
 
     async def go() -> tuple[int, int, int]:
         async with Served(config=EmulatorConfig()) as s:  # at full model time: 2,000 tokens take tens of seconds
@@ -227,7 +229,7 @@ def test_a_stopping_server_lets_its_streams_finish_and_closes_idle_connections()
     """Stopping while one connection streams and another idles: the idle one is closed at once, the stream runs to
     its end (final event, [DONE]) and its connection is closed after it."""
 
-    async def go() -> tuple[bytes, int, bytes]:
+    async def go() -> tuple[bytes, int, bytes, float, float]:
         s = Served(config=EmulatorConfig())  # at full model time: the stream outlasts the stop
         await s.__aenter__()
         idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", s.port)
@@ -236,14 +238,132 @@ def test_a_stopping_server_lets_its_streams_finish_and_closes_idle_connections()
         await asyncio.wait_for(reader.readuntil(b'"finish_reason":null'), 10)
         await asyncio.sleep(0.05)  # the idle connection is the lean front end's by now
         stopping = asyncio.create_task(s.__aexit__())
-        idle = await asyncio.wait_for(idle_reader.read(), 10)  # b"": closed
-        rest = await asyncio.wait_for(reader.read(), 10)  # to the end and closed
+
+        async def until_closed(r: asyncio.StreamReader) -> tuple[bytes, float]:
+            data = await asyncio.wait_for(r.read(), 10)  # to the end and closed
+            return data, time.perf_counter()
+
+        (idle, idle_closed), (rest, stream_closed) = await asyncio.gather(
+            until_closed(idle_reader), until_closed(reader)
+        )
         await stopping
         idle_writer.close()
         writer.close()
-        return idle, rest.count(b'"finish_reason":null'), rest[-30:]
+        return idle, rest.count(b'"finish_reason":null'), rest[-30:], idle_closed, stream_closed
 
-    idle, tokens, tail = uvloop.run(go())
+    idle, tokens, tail, idle_closed, stream_closed = uvloop.run(go())
     assert idle == b""
+    assert idle_closed < stream_closed  # the idle one at once, not after the streams
     assert 0 < tokens < 40
     assert tail.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), tail
+
+
+BAD_HEADS = [
+    b"X: a\nContent-Length: 3\r\nContent-Length: %d",  # a bare LF: two Content-Lengths to one reader
+    b"X: a\x00b\r\nContent-Length: %d",  # a control byte in a value
+    b"Bad Name: 1\r\nContent-Length: %d",  # a space in a name
+    b"Content-Length: \x0b%d",  # a vertical tab before the length
+    b"".join(b"X-%d: 1\r\n" % k for k in range(129)) + b"Content-Length: %d",  # more headers than aiohttp takes
+    b"X: " + b"a" * 9000 + b"\r\nContent-Length: %d",  # a line longer than aiohttp takes
+]
+
+
+@pytest.mark.parametrize("head", range(len(BAD_HEADS)))
+def test_a_head_aiohttp_would_refuse_is_handed_to_it(head):
+    """Request heads that HTTP forbids or aiohttp's limits refuse: the lean front end serves none of them but hands
+    the connection over, and the answer is the application's own (400)."""
+    body = orjson.dumps(REQUESTS[0][1])
+    raw = b"POST /v1/completions HTTP/1.1\r\n" + BAD_HEADS[head] % len(body) + b"\r\n\r\n" + body
+
+    async def go(lean: bool) -> tuple[int, int]:
+        async with Served(lean) as s:
+            reader, writer = await asyncio.open_connection("127.0.0.1", s.port)
+            writer.write(raw)
+            status = (await reply(reader))[0]
+            writer.close()
+            return status, s.handlers
+
+    lean, plain = uvloop.run(go(True)), uvloop.run(go(False))
+    assert lean == (plain[0], 1) and plain[0] == 400, (lean, plain)
+
+
+def test_a_request_the_application_fails_on_is_answered_by_it(monkeypatch):
+    """A failure while reading a request (here the prompt's tokenizer raising) is not the lean front end's to answer:
+    the connection goes to aiohttp, which answers 500 as the application always has."""
+
+    def broken(self, body, chat):
+        raise RuntimeError("tokenizer failed")
+
+    monkeypatch.setattr(Emulator, "request_tokens", broken)
+
+    async def go(lean: bool) -> tuple[int, int]:
+        async with Served(lean) as s:
+            reader, writer = await asyncio.open_connection("127.0.0.1", s.port)
+            writer.write(post(*REQUESTS[0]))
+            status = (await reply(reader))[0]
+            writer.close()
+            return status, s.handlers
+
+    assert uvloop.run(go(True)) == (500, 1)
+    assert uvloop.run(go(False))[0] == 500
+
+
+def test_an_engine_refusal_is_the_applications_400():
+    """A prompt the engine's KV memory can never hold (within the model's context): HTTP 400 with the application's
+    body, answered by the lean front end itself."""
+    config = EmulatorConfig(engine={"kv_capacity_tokens": 64}, speed=20)
+    request = post("/v1/completions", {"prompt": "word " * 200, "max_tokens": 4, "stream": True})
+
+    async def go(lean: bool) -> tuple[int, bytes, int]:
+        async with Served(lean, config) as s:
+            reader, writer = await asyncio.open_connection("127.0.0.1", s.port)
+            writer.write(request)
+            status, _, body = await reply(reader)
+            writer.close()
+            return status, body, s.handlers
+
+    lean, plain = uvloop.run(go(True)), uvloop.run(go(False))
+    assert lean[2] == 0 and lean[:2] == plain[:2] and lean[0] == 400, (lean, plain)
+    assert b"more than the engine's capacity" in lean[1]
+
+
+def test_a_connection_handed_over_while_its_writes_are_paused_stays_paused_for_aiohttp():
+    """The transport paused writing while the lean front end held it: the protocol taking over is told so (else
+    aiohttp's protocol would be resumed without having been paused, which it refuses)."""
+
+    class Transport:
+        def __init__(self) -> None:
+            self.protocol = None
+
+        def set_protocol(self, protocol) -> None:
+            self.protocol = protocol
+
+        def is_closing(self) -> bool:
+            return False
+
+    class Taker(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def connection_made(self, transport) -> None:
+            self.calls.append("made")
+
+        def pause_writing(self) -> None:
+            self.calls.append("pause")
+
+        def data_received(self, data: bytes) -> None:
+            self.calls.append(data.decode())
+
+    async def go(paused: bool) -> list[str]:
+        from infermeter.emulator.lean_http import Fronts, LeanFront
+
+        taker = Taker()
+        front = LeanFront(Emulator(CONFIG), lambda: taker, Fronts())
+        front.connection_made(Transport())  # type: ignore[arg-type]
+        if paused:
+            front.pause_writing()
+        front.data_received(b"GET /health HTTP/1.1\r\n\r\n")
+        return taker.calls
+
+    assert asyncio.run(go(True)) == ["made", "pause", "GET /health HTTP/1.1\r\n\r\n"]
+    assert asyncio.run(go(False)) == ["made", "GET /health HTTP/1.1\r\n\r\n"]

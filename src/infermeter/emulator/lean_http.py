@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +28,15 @@ from infermeter.emulator.engine_loop import Handle
 from infermeter.emulator.server import DirectEvents, Emulator, error_body, parse_body
 
 PATHS = {b"/v1/completions": False, b"/v1/chat/completions": True}  # path -> chat
-MAX_HEAD = 8190  # aiohttp's limit on a request line or header; beyond it aiohttp answers
+MAX_LINE = 8190  # aiohttp's limit on a request line or header line; beyond it aiohttp answers
+MAX_HEADERS = 128  # aiohttp's limit on the number of headers
 MAX_BODY = 64 * 1024**2  # the application's client_max_size; beyond it aiohttp answers 413
-HANDED_OVER = ("transfer-encoding", "expect", "upgrade")  # request headers whose semantics aiohttp implements
+HANDED_OVER = ("transfer-encoding", "content-encoding", "expect", "upgrade")  # semantics aiohttp implements
+# a header line as RFC 9110 has it: a token, a colon, a value of visible characters, spaces and tabs (and obs-text);
+# anything else (a bare CR or LF, a control byte, a space in the name) is aiohttp's to answer
+HEADER = re.compile(
+    rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*((?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?)[ \t]*"
+)
 
 
 @dataclass
@@ -48,6 +55,7 @@ class _Stream:
     handle: Handle
     request: _Request
     sent: float
+    finished: bool = False  # its last token is out (the end is written on the loop's next turn)
 
 
 class LeanFront(asyncio.Protocol):
@@ -56,8 +64,9 @@ class LeanFront(asyncio.Protocol):
     def __init__(self, emulator: Emulator, aiohttp_protocol: Callable[[], asyncio.Protocol], fronts: Fronts) -> None:
         self.emulator, self.aiohttp_protocol, self.fronts = emulator, aiohttp_protocol, fronts
         self.transport: asyncio.Transport | None = None
-        self.buffer = b""
+        self.buffer = bytearray()
         self.stream: _Stream | None = None
+        self.paused = False  # the transport's buffer is over its high-water mark
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -71,10 +80,20 @@ class LeanFront(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.fronts.discard(self)
-        if self.stream is not None:
+        stream, self.stream = self.stream, None
+        if stream is None:
+            return
+        if stream.finished:  # served in full, the end not yet written: counted as the application counts it
+            self.emulator.account(stream.events.times, stream.request.received, stream.handle)
+        else:
             assert self.emulator.engine is not None
-            self.emulator.engine.abandon(self.stream.handle)
-            self.stream = None
+            self.emulator.engine.abandon(stream.handle)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
 
     @property
     def idle(self) -> bool:
@@ -85,21 +104,22 @@ class LeanFront(asyncio.Protocol):
         while self.stream is None and self.buffer and self.transport is not None and not self.transport.is_closing():
             head_end = self.buffer.find(b"\r\n\r\n")
             if head_end < 0:
-                if len(self.buffer) > MAX_HEAD:
+                if len(self.buffer) > MAX_LINE or b"\n\n" in self.buffer:  # too long, or LF alone ending it
                     self._hand_over()
                 return
-            length = _content_length(self.buffer[:head_end])
+            head = bytes(self.buffer[:head_end])
+            length = _content_length(head)
             if length is None:
                 self._hand_over()
                 return
             end = head_end + 4 + length
             if len(self.buffer) < end:
                 return
-            request = self._request(self.buffer[:head_end], self.buffer[head_end + 4 : end])
+            request = self._request(head, bytes(self.buffer[head_end + 4 : end]))
             if request is None:
                 self._hand_over()
                 return
-            self.buffer = self.buffer[end:]
+            del self.buffer[:end]
             self._start(request)
 
     def _request(self, head: bytes, raw: bytes) -> _Request | None:
@@ -116,7 +136,7 @@ class LeanFront(asyncio.Protocol):
                 return None
             tokens = em.request_tokens(body, chat)
             max_tokens, priority = em.generation(body, len(tokens))
-        except web.HTTPBadRequest:
+        except Exception:  # an HTTP 400 to answer, or a failure the application answers with a 500
             return None
         return _Request(chat, body, tokens, max_tokens, priority, time.perf_counter())
 
@@ -135,7 +155,8 @@ class LeanFront(asyncio.Protocol):
 
     def _ended(self, finished: bool) -> None:
         """From the engine's turn: the stream's end is written on the loop's next (the engine's steps go first)."""
-        if finished:
+        if finished and self.stream is not None:
+            self.stream.finished = True
             self.loop.call_soon(self._end)
 
     def _end(self) -> None:
@@ -159,7 +180,9 @@ class LeanFront(asyncio.Protocol):
         protocol = self.aiohttp_protocol()
         self.transport.set_protocol(protocol)
         protocol.connection_made(self.transport)
-        buffered, self.buffer = self.buffer, b""
+        if self.paused:  # the transport told this protocol; the new one is to know (it resumes on the next call)
+            protocol.pause_writing()
+        buffered, self.buffer = bytes(self.buffer), bytearray()
         if buffered:
             protocol.data_received(buffered)
         self.transport = None
@@ -206,23 +229,26 @@ class Fronts:
 
 
 def _content_length(head: bytes) -> int | None:
-    """The body's length when the head is one this front end serves: Content-Length and none of the headers whose
-    semantics aiohttp implements (nor Connection: close); else None."""
+    """The body's length when the head is one this front end serves: well-formed lines within aiohttp's limits,
+    Content-Length once, and none of the headers whose semantics aiohttp implements (nor Connection: close); else
+    None."""
+    lines = head.split(b"\r\n")
+    if len(lines) - 1 > MAX_HEADERS or any(len(line) > MAX_LINE for line in lines):
+        return None
     length = None
-    for line in head.split(b"\r\n")[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or name != name.strip():  # aiohttp answers what HTTP forbids (a folded line, "Name :")
+    for line in lines[1:]:
+        m = HEADER.fullmatch(line)
+        if m is None:
             return None
-        key = name.lower().decode("latin-1")
+        key, value = m.group(1).lower().decode("latin-1"), m.group(2)
         if key in HANDED_OVER:
             return None
-        if key == "connection" and value.strip().lower() != b"keep-alive":
+        if key == "connection" and value.lower() != b"keep-alive":
             return None
         if key == "content-length":
-            digits = value.strip()
-            if length is not None or not digits.isdigit():
+            if length is not None or not value.isdigit():
                 return None
-            length = int(digits)
+            length = int(value)
     return length if length is not None and length <= MAX_BODY else None
 
 

@@ -750,6 +750,8 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     finally:
         if lean is not None:
             lean.close()
+            if runner.server is not None:
+                runner.server.pre_shutdown()  # the connections handed to aiohttp: the idle ones close now
             await fronts.close(SHUTDOWN_S)
         if grpc_server is not None:
             await grpc_server.stop(grace=None)
