@@ -515,7 +515,7 @@ ALONGSIDE: dict[str, dict[str, str | None]] = {
 }
 # where commands start serving or measuring: a bad value that got this far was let through
 MEASURING = (
-    "infermeter.emulator.server.serve",
+    "infermeter.emulator.serving.serve",
     "infermeter.emulator.process.running_emulator",
     "infermeter.load.run.benchmark",
     "infermeter.sim.simulate",

@@ -23,7 +23,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
-    from infermeter.emulator.server import serve as serve_forever
+    from infermeter.emulator.serving import serve as serve_forever
 
     emu = emulator_settings(config, scheduler)
     with contextlib.suppress(KeyboardInterrupt):

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import gc
 import itertools
-import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -34,9 +33,7 @@ from infermeter.emulator.engine_loop import LATE_S, Handle, RealClockEngine, off
 from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault, FaultPlan
 from infermeter.emulator.guardrails import OutputFilter
 from infermeter.emulator.prefix_cache import PrefixCache
-from infermeter.emulator.process import ANNOUNCE, GRPC_ANNOUNCE
 from infermeter.emulator.tokenizer import EmulatorTokenizer
-from infermeter.process_limits import raise_open_files_limit
 
 LATENCY_BUCKETS = (
     0.001,
@@ -706,53 +703,3 @@ def error_body(message: str) -> bytes:
 
 def _bad_request(message: str) -> web.HTTPBadRequest:
     return web.HTTPBadRequest(text=error_body(message).decode(), content_type="application/json")
-
-
-SHUTDOWN_S = 60.0  # how long a stopping server lets its streams finish (aiohttp's default)
-
-
-async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 8000, announce: bool = True) -> None:
-    """Run until SIGINT or SIGTERM (or cancellation), then close cleanly; prints the bound URL first (port 0 picks
-    a free port)."""
-    raise_open_files_limit()  # one socket per queued request
-    emulator = Emulator(config)
-    runner = web.AppRunner(emulator.app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
-    await runner.setup()
-    grpc_server = None
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # started with SIGINT ignored (embedded in a benchmark, which stops it with SIGTERM), a terminal's Ctrl-C to the
-    # whole process group leaves it serving the requests the benchmark lets finish
-    keep_ignoring = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    for sig in (signal.SIGTERM,) if keep_ignoring else (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, done.set)
-    from infermeter.emulator.lean_http import Fronts, start_lean  # it builds on this module
-
-    lean, fronts = None, Fronts()
-    try:
-        if emulator.lean and runner.server is not None:  # streams by the lean front end, the rest by aiohttp
-            lean, fronts = await start_lean(emulator, runner.server, host, port)
-            bound = lean.sockets[0].getsockname()[1]
-        else:
-            site = web.TCPSite(runner, host, port, backlog=4096)
-            await site.start()
-            bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        also = ""
-        if config.grpc_port is not None:
-            from infermeter.emulator.grpc_server import start_grpc
-
-            grpc_server, grpc_bound = await start_grpc(emulator, host, config.grpc_port)
-            also = f" ({GRPC_ANNOUNCE}{host}:{grpc_bound})"
-        if announce:  # one line: whoever waits for it reads both addresses at once
-            print(f"{ANNOUNCE}http://{host}:{bound}{also}", flush=True)
-        await done.wait()
-    finally:
-        if lean is not None:
-            lean.close()
-            if runner.server is not None:
-                runner.server.pre_shutdown()  # the connections handed to aiohttp: the idle ones close now
-            await fronts.close(SHUTDOWN_S)
-        if grpc_server is not None:
-            await grpc_server.stop(grace=None)
-        await runner.cleanup()
