@@ -175,6 +175,7 @@ class Client(Block):
     temperature: float | None = None
     extra_body: dict[str, Any] | None = None  # the user's own request-body fields, as given
     open_files_limit: int | None = None
+    scheduling: str | None = None  # the sending thread's class when raised (--realtime), e.g. "SCHED_FIFO 1"
 
 
 class ServerMetricsSource(Block):

@@ -155,6 +155,8 @@ def test_options_that_would_be_ignored_are_refused(tmp_path: Path) -> None:
         run_config(None, {"workload": {"rps_scale": 2.0}})
     with pytest.raises(UserError, match=r"is a gRPC address: add --backend grpc"):
         run_config(None, {"target": {"url": "grpc://127.0.0.1:8001"}, "load": {"rate": 1.0}})
+    with pytest.raises(UserError, match=r"^--realtime raises this process's sending thread: with --workers"):
+        run_config(None, {"load": {"realtime": True}, "scale": {"workers": 2}})
     ok = run_config(None, {"target": {"url": "grpc://127.0.0.1:8001", "backend": "grpc"}, "load": {"rate": 1.0}})
     assert ok.target.url == "grpc://127.0.0.1:8001"
 

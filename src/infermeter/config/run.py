@@ -65,6 +65,11 @@ class RunConfig(BaseModel):
             raise ValueError(
                 "give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)"
             )
+        if self.load.realtime and self.scale.distributed:
+            raise ValueError(
+                "--realtime raises this process's sending thread: with --workers or --cluster the workers send; drop "
+                "one of them"
+            )
         return self
 
     def resolved(self, trace_length: int | None = None) -> RunConfig:
@@ -111,6 +116,7 @@ class RunConfig(BaseModel):
             concurrency=load.concurrency,
             barrier=load.barrier,
             warmup=load.warmup,
+            realtime=load.realtime,
             seed=w.seed,
             slo=parse_slo(o.slo) if o.slo else {},
             first_token_timeout=t.first_token_timeout,

@@ -109,6 +109,13 @@ class Load(Section):
     concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
     barrier: Annotated[bool, Flag("closed loop: release the first C requests together")] = False
     warmup: Annotated[int, Flag("auto (>= 100 requests and 10,000 tokens), N requests, or off", checks.warmup)] = -1
+    realtime: Annotated[
+        bool,
+        Flag(
+            "send at real-time priority (Linux SCHED_FIFO; root or CAP_SYS_NICE): other tasks on the client's CPU "
+            "wait for its idle moments instead of delaying sends"
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _one_loop(self) -> Load:

@@ -30,6 +30,7 @@ class RunOptions:
     concurrency: int | None = None
     barrier: bool = False
     warmup: int | None = -1  # -1: the draft's rule; 0 / None: off; N: exactly N requests
+    realtime: bool = False  # send from a SCHED_FIFO thread (process_limits.realtime)
     seed: int = 42
     slo: dict[str, float] = field(default_factory=dict)
     grace_s: float = 30.0

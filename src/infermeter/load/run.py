@@ -27,7 +27,7 @@ from infermeter.load.warmup import (
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.latency import ItlOption
-from infermeter.process_limits import raise_open_files_limit
+from infermeter.process_limits import REALTIME, raise_open_files_limit, realtime
 from infermeter.records import (
     RunClock,
     RunInfo,
@@ -207,19 +207,24 @@ async def _measure(
     per_worker: dict[str, tuple[LiveStats, int]] = {}
     async with LiveDisplay(stats, n, opts.progress, "benchmark", per_worker):
         if cluster is None:
-            async with watched() as probe:
-                await drive(
-                    client,
-                    requests_in,
-                    pattern,
-                    writer.append,
-                    stats,
-                    stopper.stop,
-                    opts.grace_s,
-                    hard_stop=stopper.hard_stop,
-                    on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
-                    probe=probe,
-                )
+            with realtime(opts.realtime) as scheduling:
+                async with watched() as probe:
+                    await drive(
+                        client,
+                        requests_in,
+                        pattern,
+                        writer.append,
+                        stats,
+                        stopper.stop,
+                        opts.grace_s,
+                        hard_stop=stopper.hard_stop,
+                        on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
+                        probe=probe,
+                    )
+            if scheduling == REALTIME:
+                info.client.scheduling = scheduling
+            elif scheduling is not None:
+                info.notes.append(scheduling)
             if stats.sent:
                 info.client_health = probe.health()
         elif not stopper.stop.is_set():
