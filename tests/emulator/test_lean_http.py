@@ -14,7 +14,7 @@ import uvloop
 from aiohttp import web
 
 from infermeter.emulator import EmulatorConfig
-from infermeter.emulator.lean_http import start_lean
+from infermeter.emulator.lean_http import Fronts, start_lean
 from infermeter.emulator.server import Emulator
 
 CONFIG = EmulatorConfig(speed=20)
@@ -38,7 +38,8 @@ class Served:
             return server()
 
         if self.lean:
-            self.listener, self.fronts = await start_lean(self.emulator, counted, "127.0.0.1", 0)  # type: ignore[arg-type]
+            self.fronts = Fronts()
+            self.listener = await start_lean(self.emulator, counted, self.fronts, "127.0.0.1", 0)  # type: ignore[arg-type]
             self.port = self.listener.sockets[0].getsockname()[1]
         else:
             self.site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -227,9 +228,10 @@ def test_a_client_that_leaves_mid_stream_is_no_longer_delivered_to():
 
 def test_a_stopping_server_lets_its_streams_finish_and_closes_idle_connections():
     """Stopping while one connection streams and another idles: the idle one is closed at once, the stream runs to
-    its end (final event, [DONE]) and its connection is closed after it."""
+    its end (final event, [DONE]) and its connection is closed after it, and the stop ends with it (not at its
+    5 s bound)."""
 
-    async def go() -> tuple[bytes, int, bytes, float, float]:
+    async def go() -> tuple[bytes, int, bytes, float, float, float]:
         s = Served(config=EmulatorConfig())  # at full model time: the stream outlasts the stop
         await s.__aenter__()
         idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", s.port)
@@ -247,13 +249,15 @@ def test_a_stopping_server_lets_its_streams_finish_and_closes_idle_connections()
             until_closed(idle_reader), until_closed(reader)
         )
         await stopping
+        stopped = time.perf_counter()
         idle_writer.close()
         writer.close()
-        return idle, rest.count(b'"finish_reason":null'), rest[-30:], idle_closed, stream_closed
+        return idle, rest.count(b'"finish_reason":null'), rest[-30:], idle_closed, stream_closed, stopped
 
-    idle, tokens, tail, idle_closed, stream_closed = uvloop.run(go())
+    idle, tokens, tail, idle_closed, stream_closed, stopped = uvloop.run(go())
     assert idle == b""
     assert idle_closed < stream_closed  # the idle one at once, not after the streams
+    assert stopped - stream_closed < 1.0, f"the stop ended {stopped - stream_closed:.2f} s after the last stream"
     assert 0 < tokens < 40
     assert tail.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), tail
 
@@ -355,7 +359,7 @@ def test_a_connection_handed_over_while_its_writes_are_paused_stays_paused_for_a
             self.calls.append(data.decode())
 
     async def go(paused: bool) -> list[str]:
-        from infermeter.emulator.lean_http import Fronts, LeanFront
+        from infermeter.emulator.lean_http import LeanFront
 
         taker = Taker()
         front = LeanFront(Emulator(CONFIG), lambda: taker, Fronts())

@@ -15,6 +15,7 @@ then on.  Only an emulator with nothing that changes a request's path (faults, g
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import re
 import time
@@ -72,7 +73,7 @@ class LeanFront(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.fronts.add(self)
+        self.fronts.open.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -190,13 +191,12 @@ class LeanFront(asyncio.Protocol):
 
 
 async def start_lean(
-    emulator: Emulator, aiohttp_server: web.Server, host: str, port: int
-) -> tuple[asyncio.Server, Fronts]:
-    """Listen on host:port with the lean front end (aiohttp's `aiohttp_server` takes what it hands over)."""
-    fronts = Fronts()
+    emulator: Emulator, aiohttp_server: web.Server, fronts: Fronts, host: str, port: int
+) -> asyncio.Server:
+    """Listen on host:port with the lean front end (aiohttp's `aiohttp_server` takes what it hands over; `fronts`
+    holds the connections it serves)."""
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: LeanFront(emulator, aiohttp_server, fronts), host, port, backlog=4096)
-    return server, fronts
+    return await loop.create_server(lambda: LeanFront(emulator, aiohttp_server, fronts), host, port, backlog=4096)
 
 
 class Fronts:
@@ -205,25 +205,24 @@ class Fronts:
     def __init__(self) -> None:
         self.open: set[LeanFront] = set()
         self.closing = False
-
-    def add(self, front: LeanFront) -> None:
-        self.open.add(front)
+        self._drained = asyncio.Event()  # set when the last connection goes while closing
 
     def discard(self, front: LeanFront) -> None:
         self.open.discard(front)
+        if self.closing and not self.open:
+            self._drained.set()
 
     async def close(self, timeout_s: float) -> None:
         """Close idle connections now and the others once their stream ends (at most `timeout_s`), as aiohttp's
         graceful shutdown does."""
         self.closing = True
-        deadline = time.monotonic() + timeout_s
-        while self.open and time.monotonic() < deadline:
-            for front in list(self.open):
-                if front.idle and front.transport is not None:
-                    front.transport.close()
-                    self.open.discard(front)
-            if self.open:
-                await asyncio.sleep(0.01)
+        for front in list(self.open):
+            if front.idle and front.transport is not None:
+                front.transport.close()
+                self.discard(front)
+        if self.open:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), timeout_s)
         for front in list(self.open):
             if front.transport is not None:
                 front.transport.abort()

@@ -390,7 +390,7 @@ class Emulator:
         return web.json_response(
             {
                 "id": rid,
-                "object": "chat.completion" if chat else "text_completion",
+                "object": object_name(chat, streamed=False),
                 "model": self.config.model,
                 "choices": [choice],
                 "usage": _usage(prompt, len(times), handle.req.cached),
@@ -422,7 +422,7 @@ class Emulator:
             )
         created = int(time.time())
         model = self.config.model
-        obj = "chat.completion.chunk" if chat else "text_completion"
+        obj = object_name(chat, streamed=True)
         strike = fault.token_index(handle.req.output) if fault is not None else -1
         out = _Writer(resp, kind)
         times: list[float] = []
@@ -463,7 +463,7 @@ class Emulator:
         self, transport: asyncio.Transport, chunked: bool, rid: str, chat: bool, ended: Callable[[bool], None]
     ) -> DirectEvents:
         """A stream's events as the engine hands out its tokens, written straight to `transport`."""
-        obj = "chat.completion.chunk" if chat else "text_completion"
+        obj = object_name(chat, streamed=True)
         created = int(time.time())
         return DirectEvents(
             transport, chunked, rid, obj, created, self.config.model, chat, self.tokenizer.reply_json, ended
@@ -683,6 +683,13 @@ def _usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
     if cached:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return usage
+
+
+def object_name(chat: bool, streamed: bool) -> str:
+    """A reply's OpenAI `object`: a chat completion (each event of its stream a chunk) or a text completion."""
+    if not chat:
+        return "text_completion"
+    return "chat.completion.chunk" if streamed else "chat.completion"
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

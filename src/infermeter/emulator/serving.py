@@ -34,10 +34,11 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     for sig in (signal.SIGTERM,) if keep_ignoring else (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, done.set)
-    lean, fronts = None, Fronts()
+    lean: asyncio.AbstractServer | None = None
+    fronts = Fronts()  # the lean front end's connections, closed at the stop
     try:
         if emulator.lean and runner.server is not None:  # streams by the lean front end, the rest by aiohttp
-            lean, fronts = await start_lean(emulator, runner.server, host, port)
+            lean = await start_lean(emulator, runner.server, fronts, host, port)
             bound = lean.sockets[0].getsockname()[1]
         else:
             site = web.TCPSite(runner, host, port, backlog=4096)
