@@ -17,10 +17,11 @@ Targets (issue 15): at 1,000 req/s >= 99% of the rate, gap CV < 0.1, last send <
 TTFT error p99 < 2 ms; at 50-300 req/s TTFT error p50 < 0.5 ms and p99 < 1 ms.
 
 "host CV" is the machine's own figure, measured in the same window: a witness process on CPU 0 beside the client,
-at SCHED_FIFO 2 where the system allows it (above the client even with --realtime, so the client never delays it),
-that does nothing but wake every millisecond; the CV of the gaps between its wake-ups.  Its gaps over 1.5 ms are
+at SCHED_FIFO 2 (root; above the client even with --realtime, so the client never delays it),
+that does nothing but wake every millisecond (whatever the rate: beside a run at 50 or 300 req/s its CV is the
+host's, not a figure to hold the client's against); the CV of the gaps between its wake-ups.  Its gaps over 1.5 ms are
 the CPU's stalls (the vCPU taken by the host, an interrupt storm), times when nothing on CPU 0 could run; "off
-stalls" is the client's gap CV without the gaps that span such a stall or whose requests were due during one (the
+stalls" is the client's gap CV without the gaps that overlap such a stall or whose requests were due during one (the
 catch-up sends right after it), and the share of gaps kept: what the client's own pacing contributes, with what
 ordinary tasks on CPU 0 take from it (on this VM a kernel thread of DAMON's memory monitor, ~1 ms every 512 ms, and
 the VM's agent: `--realtime` puts the client ahead of them).  The witness costs CPU 0 ~1% (1,000 wake-ups a second).
@@ -100,14 +101,16 @@ WITNESS_MAX_S = 600.0  # the witness stops by itself after this, should the benc
 def witness(out: str) -> None:
     """The witness's process: wake every WITNESS_PERIOD_S on CPU 0 until SIGTERM, then save the wake-up instants
     (CLOCK_MONOTONIC seconds) to `out`.  At SCHED_FIFO where allowed, so the client on the same CPU never delays it."""
+    from infermeter.process_limits import REALTIME_PRIORITY
+
     os.sched_setaffinity(0, {0})
     with contextlib.suppress(OSError):
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(2))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY + 1))
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     woke = np.empty(int(WITNESS_MAX_S / WITNESS_PERIOD_S))
     start, k = time.monotonic(), 0
-    print("ready", flush=True)
+    print("ready", "real-time" if os.sched_getscheduler(0) == os.SCHED_FIFO else "ordinary", flush=True)
     while not stop and k < len(woke):
         delay = start + (k + 1) * WITNESS_PERIOD_S - time.monotonic()
         if delay > 0:
@@ -118,11 +121,17 @@ def witness(out: str) -> None:
 
 
 def start_witness(out: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, __file__, "--witness", str(out)], stdout=subprocess.PIPE, text=True)
+    """The witness, dying with this process and deaf to a terminal's Ctrl-C (the run stops and it saves first).
+    Refused unless at SCHED_FIFO: an ordinary one would wait behind the client and count the client's own stalls."""
+    from infermeter.emulator.process import die_with_parent
+
+    cmd = [sys.executable, __file__, "--witness", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
     assert proc.stdout is not None
-    if proc.stdout.readline().strip() != "ready":
+    line = proc.stdout.readline().split()
+    if line != ["ready", "real-time"]:
         proc.kill()
-        raise SystemExit("the witness process did not start")
+        raise SystemExit(f"the witness did not start at SCHED_FIFO ({' '.join(line) or 'no answer'}): run as root")
     return proc
 
 
@@ -134,7 +143,7 @@ def stall_spans(woke: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def off_stalls(arrivals: np.ndarray, due: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Which gaps between consecutive arrivals (sorted; `due` their requests' scheduled instants on the same clock)
-    neither span a stall nor belong to a request due during one."""
+    neither overlap a stall nor belong to a request due during one."""
     if not len(starts):
         return np.ones(len(arrivals) - 1, dtype=bool)
     j = np.searchsorted(starts, arrivals[1:]) - 1  # the last stall to start before the gap's end

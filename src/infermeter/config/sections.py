@@ -112,8 +112,8 @@ class Load(Section):
     realtime: Annotated[
         bool,
         Flag(
-            "send at real-time priority (Linux SCHED_FIFO; root or CAP_SYS_NICE): other tasks on the client's CPU "
-            "wait for its idle moments instead of delaying sends"
+            "send at real-time priority (Linux SCHED_FIFO: root, CAP_SYS_NICE or ulimit -r): other tasks on the "
+            "client's CPU wait for its idle moments instead of delaying sends"
         ),
     ] = False
 

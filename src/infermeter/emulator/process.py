@@ -62,7 +62,7 @@ def emulator_process(
             stderr=log,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         saved = _pin(proc.pid) if pin_cpus else None
         try:
@@ -83,7 +83,7 @@ def emulator_process(
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec (Linux): SIGTERM when the process that started it dies, even by SIGKILL, so a killed
     benchmark or suite never leaves an emulator serving; SIGINT ignored, so a terminal's Ctrl-C, which reaches the
     whole process group, stops the benchmark (which lets in-flight requests finish) and not the server under it."""

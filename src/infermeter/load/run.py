@@ -27,7 +27,7 @@ from infermeter.load.warmup import (
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.latency import ItlOption
-from infermeter.process_limits import REALTIME, raise_open_files_limit, realtime
+from infermeter.process_limits import raise_open_files_limit, realtime
 from infermeter.records import (
     RunClock,
     RunInfo,
@@ -221,10 +221,10 @@ async def _measure(
                         on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
                         probe=probe,
                     )
-            if scheduling == REALTIME:
-                info.client.scheduling = scheduling
-            elif scheduling is not None:
-                info.notes.append(scheduling)
+            if info.client is not None:
+                info.client.scheduling = scheduling.in_force
+            if scheduling.refused is not None:
+                info.notes.append(scheduling.refused)
             if stats.sent:
                 info.client_health = probe.health()
         elif not stopper.stop.is_set():

@@ -167,6 +167,8 @@ def disclosure_notes(info: RunInfo) -> list[str]:
                 "time to the first content token (draft 5.1.3.1)"
             )
     notes.append(f"Clock synchronization: {sut.clock_sync or 'not declared (draft 4.7.2: give --clock-sync)'}")
+    if info.client is not None and info.client.scheduling is not None:
+        notes.append(f"Load generator: the measured load was sent at {info.client.scheduling} (--realtime)")
     net = info.network
     if net is not None and net.rtt_ms_median is not None:
         notes.append(
