@@ -100,7 +100,8 @@ WITNESS_MAX_S = 600.0  # the witness stops by itself after this, should the benc
 
 def witness(out: str) -> None:
     """The witness's process: wake every WITNESS_PERIOD_S on CPU 0 until SIGTERM, then save the wake-up instants
-    (CLOCK_MONOTONIC seconds) to `out`.  At SCHED_FIFO where allowed, so the client on the same CPU never delays it."""
+    (CLOCK_MONOTONIC seconds) to `out`.  At SCHED_FIFO, so the client on the same CPU never delays it (it says
+    which class it got; `start_witness` refuses an ordinary one)."""
     from infermeter.process_limits import REALTIME_PRIORITY
 
     os.sched_setaffinity(0, {0})
