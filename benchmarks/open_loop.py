@@ -25,6 +25,12 @@ stalls" is the client's gap CV without the gaps that overlap such a stall or who
 catch-up sends right after it), and the share of gaps kept: what the client's own pacing contributes, with what
 ordinary tasks on CPU 0 take from it (on this VM a kernel thread of DAMON's memory monitor, ~1 ms every 512 ms, and
 the VM's agent: `--realtime` puts the client ahead of them).  The witness costs CPU 0 ~1% (1,000 wake-ups a second).
+Without SCHED_FIFO (not root, no CAP_SYS_NICE) there is no witness: those columns print "-" and the rest is measured.
+
+Two columns need no privilege (Linux; run.json's client_health has both for the load's window): "steal", the CPU
+time the hypervisor took from CPU 0 during the run (/proc/stat, in 10 ms ticks: 0 on bare metal), and "wait", the time
+the client's thread was runnable but waiting for CPU 0 behind other tasks (/proc/thread-self/schedstat; the whole
+run() here, set-up included, and with a witness its own ~2% of CPU 0: it preempts the client every millisecond).
 
 `--progress` draws the live display on this terminal, as `infermeter run` does by default (run it in a terminal).
 """
@@ -65,7 +71,8 @@ def start_server(truth: Path, tokens: int, gap: float) -> tuple[subprocess.Popen
 
 
 def run(url: str, rate: float, n: int, tokens: int, out: Path, progress: bool = False, realtime: bool = False) -> None:
-    """`infermeter run` in-process (this process is pinned to CPU 0), as the command line builds it."""
+    """`infermeter run` in-process (this process is pinned to CPU 0, the loop on this thread), as the command line
+    builds it."""
     from infermeter.cli.app import run_async
     from infermeter.config.run import RunConfig
     from infermeter.load.run import benchmark
@@ -121,9 +128,9 @@ def witness(out: str) -> None:
     np.save(out, woke[:k])
 
 
-def start_witness(out: Path) -> subprocess.Popen[str]:
+def start_witness(out: Path) -> subprocess.Popen[str] | None:
     """The witness, dying with this process and deaf to a terminal's Ctrl-C (the run stops and it saves first).
-    Refused unless at SCHED_FIFO: an ordinary one would wait behind the client and count the client's own stalls."""
+    None unless at SCHED_FIFO: an ordinary one would wait behind the client and count the client's own stalls."""
     from infermeter.emulator.process import die_with_parent
 
     cmd = [sys.executable, __file__, "--witness", str(out)]
@@ -132,7 +139,8 @@ def start_witness(out: Path) -> subprocess.Popen[str]:
     line = proc.stdout.readline().split()
     if line != ["ready", "real-time"]:
         proc.kill()
-        raise SystemExit(f"the witness did not start at SCHED_FIFO ({' '.join(line) or 'no answer'}): run as root")
+        proc.wait()
+        return None
     return proc
 
 
@@ -154,6 +162,12 @@ def off_stalls(arrivals: np.ndarray, due: np.ndarray, starts: np.ndarray, ends: 
     return ~spans & ~due_in[:-1] & ~due_in[1:]
 
 
+def may_be_realtime() -> bool:
+    """Whether this process may take SCHED_FIFO (what the witness needs), tried on a child that exits at once."""
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(2))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
 def pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q))
 
@@ -161,21 +175,27 @@ def pct(x: np.ndarray, q: float) -> float:
 def measure(
     rate: float, seconds: float, tokens: int, gap: float, progress: bool = False, realtime: bool = False
 ) -> dict[str, float]:
+    from infermeter.load.client_health import runqueue_wait_s, steal_s
     from infermeter.records import RECORDS, read_run_info
 
     n = int(rate * seconds)
     with tempfile.TemporaryDirectory() as tmp:
         truth_file, out, woke_file = Path(tmp) / "truth.npz", Path(tmp) / "run", Path(tmp) / "woke.npy"
-        server, url = start_server(truth_file, tokens, gap)
-        watch = start_witness(woke_file)
+        started: list[subprocess.Popen[str]] = []
         try:
+            watch = start_witness(woke_file)
+            started += [watch] if watch is not None else []
+            server, url = start_server(truth_file, tokens, gap)
+            started.append(server)
+            steal0, wait0 = steal_s({0}) or 0.0, runqueue_wait_s() or 0.0
             run(url, rate, n, tokens, out, progress, realtime)
+            steal, wait = (steal_s({0}) or 0.0) - steal0, (runqueue_wait_s() or 0.0) - wait0
         finally:
-            for proc in (watch, server):
+            for proc in reversed(started):
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
         truth = dict(np.load(truth_file))
-        woke = np.load(woke_file)
+        woke = np.load(woke_file) if watch is not None else None
         if os.environ.get("KEEP_TRUTH"):
             np.savez(os.environ["KEEP_TRUTH"], **truth)
         info = read_run_info(out)
@@ -201,11 +221,18 @@ def measure(
     r = row[ok]
     order = np.argsort(wire[r])
     mine, due = wire[r][order], sched[ok][order]
-    starts, ends = stall_spans(woke - origin)
-    keep = off_stalls(mine, due, starts, ends)
-    mine_gaps = np.diff(mine)[keep]
-    seen = woke[(woke >= arrivals[0] + origin) & (woke <= arrivals[-1] + origin)]
-    host_gaps = np.diff(seen)
+    host: dict[str, float] = {}
+    if woke is not None:
+        starts, ends = stall_spans(woke - origin)
+        keep = off_stalls(mine, due, starts, ends)
+        mine_gaps = np.diff(mine)[keep]
+        host_gaps = np.diff(woke[(woke >= arrivals[0] + origin) & (woke <= arrivals[-1] + origin)])
+        host = {
+            "host_cv": float(np.std(host_gaps) / np.mean(host_gaps)),
+            "stalls": len(starts[(starts >= arrivals[0]) & (starts <= arrivals[-1])]),
+            "off_stall_cv": float(np.std(mine_gaps) / np.mean(mine_gaps)),
+            "off_stall_share": len(mine_gaps) / max(len(mine) - 1, 1),
+        }
     ttft_err = (first[ok] - sub[ok]) - (writes[r, 0] - wire[r])
     lag = np.concatenate([np.asarray(times[i]) - writes[row[i], : len(times[i])] for i in np.flatnonzero(ok)])
     last = int(np.argmax(np.where(ok, sched, -np.inf)))
@@ -216,10 +243,10 @@ def measure(
         "server_rate_pct": 100 * (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) / rate,
         "gap_cv": float(np.std(gaps) / np.mean(gaps)),
         "read_gap_cv": float(np.std(read_gaps) / np.mean(read_gaps)),
-        "host_cv": float(np.std(host_gaps) / np.mean(host_gaps)),
-        "stalls": len(starts[(starts >= arrivals[0]) & (starts <= arrivals[-1])]),
-        "off_stall_cv": float(np.std(mine_gaps) / np.mean(mine_gaps)),
-        "off_stall_share": len(mine_gaps) / max(len(mine) - 1, 1),
+        **host,
+        "refused": float(realtime and (info.client is None or info.client.scheduling is None)),
+        "steal_ms": steal * 1e3,
+        "wait_ms": wait * 1e3,
         "gap_max_ms": float(gaps.max() * 1e3),
         "last_late_ms": float((wire[row[last]] - sched[last]) * 1e3),
         "send_p50_ms": pct(sub - sched, 50) * 1e3,
@@ -247,18 +274,26 @@ def main() -> None:
         f"open loop, constant arrivals, {args.tokens} tokens {args.gap * 1e3:g} ms apart; client CPU 0"
         f"{' at SCHED_FIFO (--realtime)' if args.realtime else ''}, server CPU 1"
     )
-    head = "  rate  server%  gapCV (read)  off stalls (kept)  host CV stalls  gapmax  lastlate  send p50/p99     wire"
-    head += "  TTFTerr p50/p99   lag p50/p99  srv p99"
+    if not may_be_realtime():
+        print("no SCHED_FIFO here: no witness, its four columns '-' (run as root for the host's figure in the window)")
+    head = "  rate  server%  gapCV (read)  off stalls (kept)  host CV stalls  steal   wait  gapmax  lastlate"
+    head += "  send p50/p99     wire  TTFTerr p50/p99   lag p50/p99  srv p99"
     print(head)
     for rate in (float(x) for x in args.rates.split(",")):
         m = measure(rate, args.seconds, args.tokens, args.gap, args.progress, args.realtime)
+        host = (
+            f"{m['off_stall_cv']:6.3f} ({m['off_stall_share']:6.1%})  {m['host_cv']:6.3f} {m['stalls']:5d}"
+            if "host_cv" in m
+            else f"{'-':>6} {'-':>8}  {'-':>6} {'-':>5}"
+        )
         print(
             f"{m['rate']:6g} {m['server_rate_pct']:7.2f}% {m['gap_cv']:6.3f} ({m['read_gap_cv']:5.3f})  "
-            f"{m['off_stall_cv']:6.3f} ({m['off_stall_share']:6.1%})  {m['host_cv']:6.3f} {m['stalls']:5d} "
+            f"{host} {m['steal_ms']:4.0f}ms {m['wait_ms']:4.0f}ms "
             f"{m['gap_max_ms']:6.1f}ms {m['last_late_ms']:7.2f}ms {m['send_p50_ms']:6.2f}/{m['send_p99_ms']:<7.2f} "
             f"{m['wire_p50_ms']:6.3f}  "
             f"{m['ttft_err_p50_ms']:7.3f}/{m['ttft_err_p99_ms']:<7.3f} {m['lag_p50_ms']:6.3f}/{m['lag_p99_ms']:<6.3f} "
             f"{m['server_late_p99_ms']:6.3f}   ({m['matched']}/{m['requests']} matched)"
+            f"{'  --realtime refused: sent at ordinary priority' if m['refused'] else ''}"
         )
         sys.stdout.flush()
 

@@ -212,6 +212,7 @@ class ClockAnchor(Block):
 
 
 CLIENT_BOUND = "CLIENT-BOUND: the load generator could not keep up, so these figures are upper bounds"
+TAKEN_MS = 10.0  # CPU time others took from the client worth naming in the warning (one steal tick)
 
 
 class ClientHealth(Block):
@@ -229,10 +230,24 @@ class ClientHealth(Block):
     send_lag_ms_p99: float | None = None
     late_sends: float | None = None  # open loop: the share of sends started more than 5 ms late
     behind_at_end_ms: float | None = None  # open loop: the median send lag of the last tenth of the sends
+    # who else had the client's CPU (Linux): the loop thread runnable but waiting behind other tasks, and the time
+    # the hypervisor took from the CPUs the client may run on (a VM's steal, in 10 ms ticks; 0 on bare metal)
+    cpu_wait_ms: float | None = None
+    steal_ms: float | None = None
 
     def warning(self) -> str | None:
         """The line a client-bound run's reports open with; None when the client kept up."""
-        return f"{CLIENT_BOUND} ({'; '.join(self.reasons)})" if self.bound else None
+        return f"{CLIENT_BOUND} ({'; '.join(self.reasons)}{self.taken()})" if self.bound else None
+
+    def taken(self) -> str:
+        """What others took of the client's CPU, as a clause for the warning ('' when nothing worth saying): a
+        client that waited behind other tasks needs a CPU of its own, not a faster machine."""
+        parts = [
+            f"by {who} for {ms:.0f} ms"
+            for ms, who in ((self.cpu_wait_ms, "other tasks"), (self.steal_ms, "the hypervisor"))
+            if ms is not None and ms >= TAKEN_MS
+        ]
+        return f"; its CPU was taken {' and '.join(parts)}" if parts else ""
 
 
 class Network(Block):

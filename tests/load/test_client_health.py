@@ -51,6 +51,66 @@ def test_the_verdict_names_each_threshold_crossed():
     assert behind.warning() is not None and behind.warning().startswith(CLIENT_BOUND)  # type: ignore[union-attr]
 
 
+def test_the_warning_says_who_else_had_the_clients_cpu():
+    reasons = ["its 1 ms ticker ran 3.0 ms late at the median (threshold 2)"]
+    waited = ClientHealth(bound=True, reasons=reasons, cpu_fraction=0.5, cpu_wait_ms=812.4, steal_ms=0.0)
+    assert waited.warning() == f"{CLIENT_BOUND} ({reasons[0]}; its CPU was taken by other tasks for 812 ms)"
+    both = waited.model_copy(update={"steal_ms": 30.0})
+    assert both.warning().endswith("by other tasks for 812 ms and by the hypervisor for 30 ms)")  # type: ignore[union-attr]
+    little = waited.model_copy(update={"cpu_wait_ms": 4.0, "steal_ms": None})  # under one steal tick: not worth it
+    assert little.warning() == f"{CLIENT_BOUND} ({reasons[0]})"
+    assert waited.model_copy(update={"bound": False, "reasons": []}).warning() is None
+
+
+STAT = """cpu  2028676 757 150520 3347767 4073 0 35862 1001 0 0
+cpu0 1252919 342 51882 1467220 283 0 10179 429 0 0
+cpu1 775757 414 98638 1880547 3789 0 25682 571 0 0
+cpu12 1 1 1 1 1 1 1 7 0 0
+intr 1234 5 6
+ctxt 99
+"""
+
+
+def test_steal_is_read_from_the_cpus_own_lines():
+    assert client_health.steal_from(STAT, {0}) == 429
+    assert client_health.steal_from(STAT, {0, 1}) == 1000  # not the all-CPU line, not cpu12 for cpu1
+    assert client_health.steal_from(STAT, {12, 5}) == 7
+
+
+@pytest.mark.skipif(client_health.runqueue_wait_s() is None, reason="no schedstat (Linux only)")
+def test_watched_counts_the_time_another_task_held_the_loops_cpu():
+    """The loop's thread spins 0.4 s alone on one CPU, then 0.4 s with a busy process on the same CPU: the fair
+    scheduler gives each about half, so the thread waits about half the second spin and hardly in the first (its
+    CPU time, the other figure schedstat keeps, would be the other way round)."""
+    cpu = max(os.sched_getaffinity(0))  # the suite's busy-loop check pins its loop to CPU 0
+    before = os.sched_getaffinity(0)
+
+    async def spin() -> ClientHealth:
+        async with client_health.watched() as probe:
+            until = time.perf_counter() + 0.4
+            while time.perf_counter() < until:
+                pass
+        return probe.health()
+
+    hog = "import time\nprint(flush=True)\nend = time.time() + 30\nwhile time.time() < end: pass"  # pinned as we are
+    os.sched_setaffinity(0, {cpu})
+    try:
+        alone = uvloop.run(spin())
+        proc = subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "\n"
+            shared = uvloop.run(spin())
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    assert alone.cpu_wait_ms is not None and shared.cpu_wait_ms is not None
+    # a task already busy on that CPU makes these 1/2 and 2/3 of the spin: still more waiting with the hog
+    assert shared.cpu_wait_ms > 100 and shared.cpu_wait_ms > alone.cpu_wait_ms, (alone, shared)
+    assert shared.steal_ms is not None and shared.steal_ms >= 0
+
+
 @pytest.fixture()
 def server(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
@@ -93,6 +153,8 @@ def test_a_client_saturated_on_purpose_says_its_figures_are_upper_bounds(server,
     # it falls behind its schedule; how busy its loop looks depends on how much of a core the host gave it
     assert health.late_sends is not None and health.late_sends > client_health.LATE_SHARE, health
     assert any("of sends started more than 5 ms" in r for r in health.reasons), health.reasons
+    if client_health.runqueue_wait_s() is not None:  # Linux: who else had its CPU is measured (0 here: no one)
+        assert health.cpu_wait_ms is not None and health.steal_ms is not None, health
     saved = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())["client_health"]
     assert saved["bound"] is True
     info = read_run_info(tmp_path / "run")

@@ -4,13 +4,15 @@ schedule, or the figures are bounds on the client, not measurements of the serve
 
 A run is client-bound when any threshold below is crossed; README ("Is the client the bottleneck?") states them.
 CPU time the host steals is not the client's, so a noisy machine inflates the lags but not the CPU share; the lag
-thresholds are on medians and shares of sends, not on single stalls.
+thresholds are on medians and shares of sends, not on single stalls.  On Linux the figures also say who else had the
+client's CPU: how long the loop thread waited behind other tasks (schedstat) and what the hypervisor stole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from array import array
 from collections.abc import AsyncIterator
@@ -35,6 +37,8 @@ class HealthProbe:
     send_lag: array[float] = field(default_factory=lambda: array("d"))  # open loop: started - scheduled, seconds
     cpu_s: float = 0.0
     wall_s: float = 0.0
+    wait_s: float | None = None  # the loop thread runnable but not running (Linux)
+    steal_s: float | None = None  # stolen by the hypervisor from the CPUs the client may run on (Linux)
 
     def sent(self, lag_s: float) -> None:
         self.send_lag.append(lag_s)
@@ -68,7 +72,39 @@ class HealthProbe:
             send_lag_ms_p99=float(np.percentile(sends, 99)) if sends.size else None,
             late_sends=late,
             behind_at_end_ms=float(np.median(tail)) if sends.size else None,
+            cpu_wait_ms=round(self.wait_s * 1e3, 3) if self.wait_s is not None else None,
+            steal_ms=round(self.steal_s * 1e3, 3) if self.steal_s is not None else None,
         )
+
+
+def runqueue_wait_s() -> float | None:
+    """How long the calling thread has been runnable but not running since it started (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def steal_s(cpus: set[int] | None = None) -> float | None:
+    """CPU time the hypervisor has taken from `cpus` (default: those this process may run on) since boot, from
+    /proc/stat's steal column (USER_HZ ticks), or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            stat = f.read()
+        return steal_from(stat, os.sched_getaffinity(0) if cpus is None else cpus) / os.sysconf("SC_CLK_TCK")
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def steal_from(stat: str, cpus: set[int]) -> int:
+    """The steal ticks of `cpus` in a /proc/stat text (its eighth number on each `cpuN` line)."""
+    total = 0
+    for line in stat.splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            total += int(rest.split()[7])
+    return total
 
 
 async def _tick(probe: HealthProbe) -> None:
@@ -86,6 +122,7 @@ async def _tick(probe: HealthProbe) -> None:
 async def watched() -> AsyncIterator[HealthProbe]:
     """Measure the client while the block runs (on the loop's own thread)."""
     probe = HealthProbe()
+    wait0, steal0 = runqueue_wait_s(), steal_s()
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     ticker = asyncio.create_task(_tick(probe))
     try:
@@ -95,3 +132,6 @@ async def watched() -> AsyncIterator[HealthProbe]:
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
         probe.cpu_s, probe.wall_s = time.thread_time() - cpu0, time.perf_counter() - wall0
+        wait, steal = runqueue_wait_s(), steal_s()
+        probe.wait_s = wait - wait0 if wait is not None and wait0 is not None else None
+        probe.steal_s = steal - steal0 if steal is not None and steal0 is not None else None
