@@ -4,6 +4,7 @@ Prints the median of 3 repetitions of each.  Run: PYTHONPATH=src .venv/bin/pytho
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ def median_seconds(fn: Callable[[], object], repeat: int = REPEATS) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__).parse_args()  # no options: --help says what it times
     rng = np.random.default_rng(0)
     a = [rng.lognormal(2.0, 0.5, SAMPLES) for _ in range(RUNS)]
     b = [rng.lognormal(2.05, 0.5, SAMPLES) for _ in range(RUNS)]
