@@ -27,10 +27,10 @@ ordinary tasks on CPU 0 take from it (on this VM a kernel thread of DAMON's memo
 the VM's agent: `--realtime` puts the client ahead of them).  The witness costs CPU 0 ~1% (1,000 wake-ups a second).
 Without SCHED_FIFO (not root, no CAP_SYS_NICE) there is no witness: those columns print "-" and the rest is measured.
 
-Two columns need no privilege (Linux; run.json's client_health has both for the load's window): "steal", the CPU
-time the hypervisor took from CPU 0 during the run (/proc/stat, in 10 ms ticks: 0 on bare metal), and "wait", the time
-the client's thread was runnable but waiting for CPU 0 behind other tasks (/proc/thread-self/schedstat; the whole
-run() here, set-up included, and with a witness its own ~2% of CPU 0: it preempts the client every millisecond).
+Two columns need no privilege, run.json's client_health for the load's window (Linux): "steal", the CPU time the
+hypervisor took from CPU 0 (/proc/stat, in 10 ms ticks: 0 on bare metal), and "wait", the time the client's thread
+was runnable but waiting for CPU 0 behind other tasks (schedstat; with a witness, its own ~2% of CPU 0 is in it: it
+preempts the client every millisecond).
 
 `--progress` draws the live display on this terminal, as `infermeter run` does by default (run it in a terminal).
 """
@@ -108,7 +108,7 @@ WITNESS_MAX_S = 600.0  # the witness stops by itself after this, should the benc
 def witness(out: str) -> None:
     """The witness's process: wake every WITNESS_PERIOD_S on CPU 0 until SIGTERM, then save the wake-up instants
     (CLOCK_MONOTONIC seconds) to `out`.  At SCHED_FIFO, so the client on the same CPU never delays it (it says
-    which class it got; `start_witness` refuses an ordinary one)."""
+    which class it got; `start_witness` does without an ordinary one)."""
     from infermeter.process_limits import REALTIME_PRIORITY
 
     os.sched_setaffinity(0, {0})
@@ -162,12 +162,6 @@ def off_stalls(arrivals: np.ndarray, due: np.ndarray, starts: np.ndarray, ends: 
     return ~spans & ~due_in[:-1] & ~due_in[1:]
 
 
-def may_be_realtime() -> bool:
-    """Whether this process may take SCHED_FIFO (what the witness needs), tried on a child that exits at once."""
-    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(2))"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
 def pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q))
 
@@ -175,7 +169,6 @@ def pct(x: np.ndarray, q: float) -> float:
 def measure(
     rate: float, seconds: float, tokens: int, gap: float, progress: bool = False, realtime: bool = False
 ) -> dict[str, float]:
-    from infermeter.load.client_health import runqueue_wait_s, steal_s
     from infermeter.records import RECORDS, read_run_info
 
     n = int(rate * seconds)
@@ -187,9 +180,7 @@ def measure(
             started += [watch] if watch is not None else []
             server, url = start_server(truth_file, tokens, gap)
             started.append(server)
-            steal0, wait0 = steal_s({0}) or 0.0, runqueue_wait_s() or 0.0
             run(url, rate, n, tokens, out, progress, realtime)
-            steal, wait = (steal_s({0}) or 0.0) - steal0, (runqueue_wait_s() or 0.0) - wait0
         finally:
             for proc in reversed(started):
                 proc.send_signal(signal.SIGTERM)
@@ -202,6 +193,8 @@ def measure(
         cols = ["request_id", "scheduled_at", "submitted_at", "token_times", "status"]
         table = pq.read_table(out / RECORDS, columns=cols).sort_by("request_id")
     assert info.clock_anchor is not None, "run.json has no clock anchor"
+    health = info.client_health
+    assert health is not None and health.cpu_wait_ms is not None and health.steal_ms is not None, "not on Linux"
     origin = info.clock_anchor.monotonic_ns / 1e9
     keys = prompt_keys(n, tokens)
     ids = table["request_id"].to_numpy() - int(table["request_id"][0].as_py())
@@ -245,8 +238,8 @@ def measure(
         "read_gap_cv": float(np.std(read_gaps) / np.mean(read_gaps)),
         **host,
         "refused": float(realtime and (info.client is None or info.client.scheduling is None)),
-        "steal_ms": steal * 1e3,
-        "wait_ms": wait * 1e3,
+        "steal_ms": health.steal_ms,
+        "wait_ms": health.cpu_wait_ms,
         "gap_max_ms": float(gaps.max() * 1e3),
         "last_late_ms": float((wire[row[last]] - sched[last]) * 1e3),
         "send_p50_ms": pct(sub - sched, 50) * 1e3,
@@ -274,13 +267,15 @@ def main() -> None:
         f"open loop, constant arrivals, {args.tokens} tokens {args.gap * 1e3:g} ms apart; client CPU 0"
         f"{' at SCHED_FIFO (--realtime)' if args.realtime else ''}, server CPU 1"
     )
-    if not may_be_realtime():
-        print("no SCHED_FIFO here: no witness, its four columns '-' (run as root for the host's figure in the window)")
     head = "  rate  server%  gapCV (read)  off stalls (kept)  host CV stalls  steal   wait  gapmax  lastlate"
     head += "  send p50/p99     wire  TTFTerr p50/p99   lag p50/p99  srv p99"
     print(head)
+    witnessless = False
     for rate in (float(x) for x in args.rates.split(",")):
         m = measure(rate, args.seconds, args.tokens, args.gap, args.progress, args.realtime)
+        if "host_cv" not in m and not witnessless:
+            witnessless = True
+            print("(no SCHED_FIFO here, so no witness: its four columns '-'; as root they give the host's own figure)")
         host = (
             f"{m['off_stall_cv']:6.3f} ({m['off_stall_share']:6.1%})  {m['host_cv']:6.3f} {m['stalls']:5d}"
             if "host_cv" in m
