@@ -97,7 +97,7 @@ def run_test(
         err.print(f"resuming the '{name}' test in {out}: finished runs are reused")
     elif emulator is not None:
         err.print("starting the embedded emulator (no --url given)")
-    with Lab(out, base, emulator, progress, err) as lab:
+    with Lab(out, base, emulator, progress, err, quick) as lab:
         result = execute(suite, lab, params, quick, shlex.join(["infermeter", *argv]))
     infos = [read_run_info(Path(r.run_dir)) for r in result.runs]
     print(suite_report(result, infos))

@@ -80,7 +80,7 @@ def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
     for plot in result.analysis.plots:
         lines += [plot, ""]
     lines.append("5. Methodology Compliance")
-    rows = [[r.level, r.section, r.text, "met" if r.met else "NOT MET", r.reason] for r in result.requirements]
+    rows = [[r.level, r.section, r.text, r.status, r.reason] for r in result.requirements]
     lines += [grid(["Level", "Section", "Requirement", "Status", "Reason"], rows), ""]
     lines.append(f"Verdict: {result.verdict} ({result.reference}; the IETF draft's section 2 defines the verdicts)")
     reused = sum(r.reused for r in result.runs)
@@ -98,7 +98,7 @@ def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
 
 def compliance_table(result: SuiteResult) -> Table:
     """Section 5 of the report: each MUST and SHOULD, met or not, with the reason."""
-    rows = [[r.level, r.section, r.text, "met" if r.met else "NOT MET", r.reason] for r in result.requirements]
+    rows = [[r.level, r.section, r.text, r.status, r.reason] for r in result.requirements]
     return Table(
         caption=f"Verdict: {result.verdict} ({result.reference}; the IETF draft's section 2 defines the verdicts)",
         headers=["Level", "Section", "Requirement", "Status", "Reason"],

@@ -51,8 +51,13 @@ def percentiles_row(name: str, stats: Stats, ps: tuple[float, ...] = (50.0, 95.0
     return [name, *[fmt_ms(stats.percentile(p)) for p in ps]]
 
 
-def requirement(level: str, section: str, text: str, met: bool, reason: str) -> Requirement:
+def requirement(level: str, section: str, text: str, met: bool | None, reason: str) -> Requirement:
     return Requirement(level=level, section=section, text=text, met=met, reason=reason)  # type: ignore[arg-type]
+
+
+def not_verifiable(level: str, section: str, text: str, why: str) -> Requirement:
+    """A requirement the runs cannot show met or unmet (the evidence cannot exist here), with why."""
+    return requirement(level, section, text, None, why)
 
 
 def at_least(level: str, section: str, text: str, have: float, need: float, unit: str) -> Requirement:

@@ -43,7 +43,10 @@ def execute(suite: Suite, lab: Lab, params: SuiteParams, quick: bool, command: s
         params=params.model_dump(mode="json"),
         command=command,
         directory=str(lab.out),
-        runs=[{"key": r.key, "label": r.label, "run_dir": str(r.run_dir), "reused": r.reused} for r in lab.runs],
+        runs=[
+            {"key": r.key, "label": r.label, "run_dir": str(r.run_dir), "reused": r.reused, "level": r.level}
+            for r in lab.runs
+        ],
         analysis=analysis,
         requirements=requirements,
         verdict=verdict(requirements),

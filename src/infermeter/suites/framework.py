@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 SUITE_SCHEMA = "infermeter.suite/1"
 Level = Literal["MUST", "SHOULD"]
-Verdict = Literal["unconditionally compliant", "conditionally compliant", "not compliant"]
+Verdict = Literal["unconditionally compliant", "conditionally compliant", "not compliant", "not verifiable"]
 
 
 SUITE_JSON = "suite.json"  # a finished suite's result, beside its runs
@@ -45,14 +45,19 @@ class Table(BaseModel):
 
 
 class Requirement(BaseModel):
-    """A MUST or SHOULD of the draft for this test, and whether the suite's runs met it, with the reason."""
+    """A MUST or SHOULD of the draft for this test, and whether the suite's runs met it, with the reason; `met` is
+    None when the evidence cannot exist (a server that exports no such counter): "not verifiable", never met."""
 
     model_config = ConfigDict(extra="forbid")
     level: Level
     section: str  # the draft's section, e.g. "5.1.2.1"
     text: str
-    met: bool
+    met: bool | None
     reason: str
+
+    @property
+    def status(self) -> str:
+        return "not verifiable" if self.met is None else "met" if self.met else "NOT MET"
 
 
 class Analysis(BaseModel):
@@ -77,6 +82,7 @@ class RunRef(BaseModel):
     label: str
     run_dir: str
     reused: bool
+    level: str | None = None  # its place in the plan, named alike in every suite of this test ("30%", "probe 2")
 
 
 class SuiteResult(BaseModel):
@@ -102,9 +108,12 @@ class SuiteResult(BaseModel):
 
 def verdict(requirements: list[Requirement]) -> Verdict:
     """The draft's section 2: any MUST unmet is not compliant; all MUSTs and SHOULDs met is unconditionally
-    compliant; all MUSTs but not every SHOULD is conditionally compliant."""
-    if any(r.level == "MUST" and not r.met for r in requirements):
+    compliant; all MUSTs but not every SHOULD is conditionally compliant.  A MUST whose evidence could not exist
+    (none unmet) leaves compliance not verifiable: the runs cannot show it either way."""
+    if any(r.level == "MUST" and r.met is False for r in requirements):
         return "not compliant"
+    if any(r.level == "MUST" and r.met is None for r in requirements):
+        return "not verifiable"
     if all(r.met for r in requirements):
         return "unconditionally compliant"
     return "conditionally compliant"

@@ -50,6 +50,7 @@ class Run:
     summary: Summary
     info: RunInfo
     reused: bool = False
+    level: str | None = None  # its place in the plan, named alike in every suite of the test (suites.framework.RunRef)
     _cols: RecordColumns | None = field(default=None, repr=False)
 
     def columns(self) -> RecordColumns:
@@ -74,12 +75,20 @@ def read_run(key: str, label: str, run_dir: Path, reused: bool) -> Run:
 
 class Lab:
     """Runs for one suite in `out`; `base` holds the target, tokenizer, seed, monitors and disclosures the user gave,
-    `emulator` the embedded emulator's configuration when no URL was given."""
+    `emulator` the embedded emulator's configuration when no URL was given; `quick` scales the procedure's counts and
+    durations down (never its workload)."""
 
     def __init__(
-        self, out: Path, base: RunConfig, emulator: EmulatorConfig | None, progress: bool, console: Console
+        self,
+        out: Path,
+        base: RunConfig,
+        emulator: EmulatorConfig | None,
+        progress: bool,
+        console: Console,
+        quick: bool = False,
     ) -> None:
         self.out = out
+        self.quick = quick
         self.base = base
         self.emulator = emulator if base.target.url is None else None
         self.progress = progress
@@ -147,9 +156,10 @@ class Lab:
         # a URL target needs no load to be reached (a run configuration without one does not validate)
         return self._target(self.base if self.base.target.url is not None else self.config(), fresh=False)
 
-    def run(self, key: str, label: str, cfg: RunConfig, fresh: bool = False) -> Run:
+    def run(self, key: str, label: str, cfg: RunConfig, fresh: bool = False, level: str | None = None) -> Run:
         """The run named `key`: reused when its directory holds a finished run, else measured now.  `fresh` restarts
-        the embedded emulator first (an empty prefix cache, an idle engine)."""
+        the embedded emulator first (an empty prefix cache, an idle engine); `level` names its place in the plan so
+        that suites of the same test compare run by run (default: the key)."""
         run_dir = self.out / RUNS / key
         n = len(self.runs) + 1
         if completed(run_dir):
@@ -161,6 +171,7 @@ class Lab:
             self.console.print(f"[{n}] {label} ...", highlight=False)
             self._measure(cfg, run_dir, fresh)
             run = read_run(key, label, run_dir, reused=False)
+        run.level = level or key
         self.runs.append(run)
         return run
 
