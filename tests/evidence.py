@@ -30,14 +30,17 @@ def stream(
     error: str = "",
     first_id: int = 0,
     chunk: int = 1,
+    slowdown: float = 0.0,
 ) -> list[RequestRecord]:
-    """`n` requests sent every 1/rate seconds from `start`, each answered after `ttft` with `output` tokens `itl`
-    apart, delivered `chunk` tokens per event; a failed status carries no tokens."""
+    """`n` requests sent every 1/rate seconds from `start`, each answered after `ttft` (plus `slowdown` more for each
+    request before it: a queue that grows) with `output` tokens `itl` apart, delivered `chunk` tokens per event; a
+    failed status carries no tokens."""
     out = []
     for k in range(n):
         sub = start + k / rate
         ok = status == "ok"
-        times = [sub + ttft + i * itl for i in range(output)] if ok else []
+        first = sub + ttft + k * slowdown
+        times = [first + i * itl for i in range(output)] if ok else []
         chunk_times = times[chunk - 1 :: chunk] if times else []
         if times and len(times) % chunk:
             chunk_times.append(times[-1])
@@ -71,7 +74,14 @@ def info(**blocks: Any) -> RunInfo:
         "workload": {"name": "synthetic-uniform", "seed": 42},
         "load": {"description": "open-loop poisson at 10 req/s", "requests": 100},
         "tokenizer": {"name": "cl100k_base", "counting_method": "B"},
-        "warmup": {"done": True, "requests": 100, "output_tokens": 10_000, "queue_drained": True, "stable": True},
+        "warmup": {
+            "done": True,
+            "requests": 100,
+            "output_tokens": 10_000,
+            "queue_drained": True,
+            "in_flight_after": 0,
+            "stable": True,
+        },
         "stream": {"non_content_first": 0, "refusals": 0},
         "network": {"method": "TCP connect", "samples": 10, "rtt_ms_median": 0.2},
     }

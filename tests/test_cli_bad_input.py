@@ -155,6 +155,7 @@ HOST = Kind(
 )
 FREE_TEXT = Kind(())  # any text is valid (a model name): nothing to refuse
 DESCRIPTION = Kind(bad("", " ", "\t", "two\nlines"))  # a disclosure: any one line that says something
+SOFTWARE = Kind(bad("", " ", "vllm", "=0.11.0", "vllm=", "vllm 0.11.0", "v llm=1", "vllm=0.11=0", "a=two\nlines"))
 
 GOODPUT_SLO = Kind(
     (
@@ -402,8 +403,9 @@ KINDS: dict[str, Kind] = {
     **dict.fromkeys(("input_tokens", "output_tokens", "max_probes", "repeats", "decode_tokens"), integer()),
     **dict.fromkeys(("seed", "port"), integer(zero_ok=True)),
     **dict.fromkeys(
-        ("arrival", "scheduler", "bin_key", "latency", "token_times", "step", "api", "backend", "itl_option"), CHOICE
+        ("arrival", "scheduler", "bin_key", "bin_edges", "latency", "token_times", "step", "api", "backend"), CHOICE
     ),
+    "itl_option": CHOICE,
     "lengths": INT_LIST,
     "warmup": WARMUP,
     "url": URL,
@@ -426,6 +428,7 @@ KINDS: dict[str, Kind] = {
     "out": RUN_OUT,
     **dict.fromkeys(("boundary", "prefix_caching", "search", "isolated_load"), CHOICE),
     **dict.fromkeys(("hardware", "guardrails", "clock_sync"), DESCRIPTION),
+    "software": SOFTWARE,
     **dict.fromkeys(("ttft_slo", "tpot_slo", "start", "max_load", "saturation", "capacity", "ttft_p99"), number()),
     **dict.fromkeys(("short_share",), number()),
     "sharing": number(zero_ok=True),
@@ -440,6 +443,10 @@ KINDS: dict[str, Kind] = {
     **dict.fromkeys(("url_disabled", "url_enabled", "url_baseline", "url_input_filter"), URL),
     **dict.fromkeys(("url_output_filter", "url_full"), URL),
     "from_": FINISHED_SUITE,
+    "warmup_workload": WORKLOAD,
+    "min_duration": number(),
+    "throughput_concurrency": INT_LIST,
+    **dict.fromkeys(("capacity_concurrency", "capacity_requests"), integer()),
 }
 SUITE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}"))  # a run, a file: not a suite's directory
 SCENARIO = Kind(
@@ -467,6 +474,7 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
     **{(f"test {name}", "out"): SUITE_OUT for name in SUITES},
     ("test grid", "concurrency"): INT_LIST,
     ("test memory-pressure", "capacity"): integer(),
+    ("test guardrail", "guardrails"): Kind(bad("", "none", "baseline=", "=none", "nosuch=x", "full")),
 }
 
 # ----- commands, and valid arguments around the one option under test
@@ -524,7 +532,7 @@ MEASURING = (
     "infermeter.suites.prefill.profile_prefill",
     "infermeter.suites.calibration.probe_server",
     "infermeter.suites.execute.execute",
-    "infermeter.metrics.comparison.group_runs",
+    "infermeter.metrics.compared.group_runs",
 )
 
 

@@ -48,13 +48,23 @@ class Block(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class SoftwareVersion(Block):
+    """One piece of the SUT's software and its version (draft Appendix C.1 "Software"), and where the version came
+    from: the user's --software, the server's own answer (GET /version, /info, ...), or the embedded emulator."""
+
+    name: str
+    version: str
+    source: str
+
+
 class Sut(Block):
     """The system under test as the report declares it (draft Appendix C.1 "System Identification")."""
 
     model: str | None = None
     url: str | None = None  # credentials masked
     hardware: str | None = None
-    software: str | None = None
+    software: str | None = None  # the versions below in one line, as the reports print it
+    software_versions: list[SoftwareVersion] = Field(default_factory=list)
     boundary: str | None = None
     tokenizer: str | None = None  # the tokenizer the server declares (the emulator's own)
     prefix_caching: str | None = None
@@ -117,6 +127,24 @@ class Load(Block):
     arrivals: Arrivals | None = None
 
 
+class SpecialTokens(Block):
+    """The special-token handling the IETF draft (4.4.3) asks a report to specify, each part computed from the
+    tokenizer and the run's options: BOS/EOS (added? counted?), the chat template's own tokens, the system prompt
+    (counted in the input or apart), tool/function-call formatting tokens."""
+
+    bos_eos: str
+    chat_template: str
+    system_prompt: str
+    tool_calls: str
+
+    def line(self) -> str:
+        """The declaration in one line, as run.json's tokenizer.special_tokens and the reports' notes give it."""
+        return (
+            f"BOS/EOS: {self.bos_eos}. Chat template: {self.chat_template}. System prompt: {self.system_prompt}. "
+            f"Tool calls: {self.tool_calls}"
+        )
+
+
 class Tokenizer(Block):
     """How tokens were counted (draft 4.4.1-4.4.3); every field is optional, as runs differ in what applies."""
 
@@ -126,7 +154,8 @@ class Tokenizer(Block):
     vocab_size: int | None = None
     source: str | None = None
     per_event: str | None = None
-    special_tokens: str | None = None
+    special_tokens: str | None = None  # the parts of `special` in one line (older runs: a fixed sentence)
+    special: SpecialTokens | None = None
     prompts: str | None = None
     template_overhead_tokens: int | None = None
     method: str | None = None  # the IETF draft's option, named
@@ -146,11 +175,15 @@ class Warmup(Block):
     requests: int | None = None
     failed: int | None = None
     output_tokens: int | None = None
-    queue_drained: bool | None = None
+    queue_drained: bool | None = None  # in_flight_after == 0 (earlier runs: set whenever the warm-up was not stopped)
+    in_flight_after: int | None = None  # warm-up requests not finished on their own when its load returned (cut off)
     probe_before_s: float | None = None
     probes_after_s: list[float] | None = None
     stable: bool | None = None
     seconds: float | None = None
+    workload: str | None = None  # what the warm-up sent: the run's workload, or its own (--warmup-workload)
+    shared_prefixes: int | None = None  # distinct shared prefixes of the run it sent (cached for the measurement)
+    max_input_tokens: int | None = None  # its longest prompt
 
 
 class Timeouts(Block):
@@ -248,6 +281,50 @@ class ClientHealth(Block):
             if ms is not None and ms >= TAKEN_MS
         ]
         return f"; its CPU was taken {' and '.join(parts)}" if parts else ""
+
+
+class NtpStatus(Block):
+    """The client's own clock discipline as its NTP daemon reports it (chrony's `chronyc tracking`, ntpd's `ntpq`):
+    the accuracy is |offset| + root dispersion + root delay / 2, the daemon's bound on the clock's error."""
+
+    source: str
+    synchronised: bool
+    offset_ms: float | None = None
+    root_delay_ms: float | None = None
+    root_dispersion_ms: float | None = None
+    accuracy_ms: float | None = None
+    reference: str | None = None
+
+
+class DateBound(Block):
+    """Bounds on the server's clock less the client's (ms), from the HTTP Date headers (1 s resolution) of probes
+    sent around the instants the server's second turns over: each answer places the server's time within its own
+    second and its probe's round trip.  `lag_allowance_ms` widens the bound for a server known to refresh its Date
+    header once a second at any phase (uvicorn: vLLM, SGLang)."""
+
+    probes: int
+    offset_lo_ms: float
+    offset_hi_ms: float
+    rtt_ms_min: float | None = None
+    server: str | None = None  # the Server header
+    lag_allowance_ms: float = 0.0
+    note: str | None = None
+
+
+class ClockAccuracy(Block):
+    """How well the client's clock agrees with the server's (draft 4.7.2), measured before the load: one clock for a
+    server on loopback; else the client's NTP daemon, and a bound from the server's Date headers."""
+
+    methods: list[str] = Field(default_factory=list)  # those that gave a figure (none: see `unavailable`)
+    same_host: bool
+    ntp: NtpStatus | None = None
+    date: DateBound | None = None
+    unavailable: list[str] = Field(default_factory=list)  # why a method gave nothing ("chronyc and ntpq not found")
+    note: str | None = None  # e.g. a measurement this process made for the same URL shortly before, reused
+
+    def method(self) -> str | None:
+        """The methods that gave a figure, in one phrase; None when none did."""
+        return " and ".join(self.methods) or None
 
 
 class Network(Block):
@@ -353,6 +430,7 @@ class RunInfo(Block):
     telemetry: Telemetry | None = None
     prompt_verification: PromptVerification | None = None
     network: Network | None = None
+    clock_accuracy: ClockAccuracy | None = None  # live and emulated runs: measured before the load (draft 4.7.2)
     stream: Stream | None = None
     engine: Engine | None = None
     distributed: Distributed | None = None

@@ -30,15 +30,17 @@ def fixture_summary(name: str) -> dict:
 
 
 def key_sets(doc: object, where: str = "") -> dict[str, frozenset[str]]:
-    """Every object's key set in a JSON document, by path (list items by position)."""
+    """Every object's key set in a JSON document, by path; a list's items as one ("[]": how many there are is the
+    data's, e.g. the input-length buckets a workload's draw reaches)."""
     out: dict[str, frozenset[str]] = {}
     if isinstance(doc, dict):
         out[where] = frozenset(doc)
         for k, v in doc.items():
             out.update(key_sets(v, f"{where}.{k}"))
     elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            out.update(key_sets(v, f"{where}[{i}]"))
+        for v in doc:
+            for path, keys in key_sets(v, f"{where}[]").items():
+                out[path] = out.get(path, frozenset()) | keys
     return out
 
 

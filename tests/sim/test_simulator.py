@@ -57,25 +57,25 @@ def _throughput(out):
     return len(out.requests) / (np.nanmax(out.emissions.last_token()) - out.requests.arrival_s.min())
 
 
-def test_multi_bin_beats_static_and_dynamic_at_saturation():
-    """synthetic-skewed at 20 req/s saturates static_fifo (capacity ~0.7 req/s) on one engine."""
+def test_multi_bin_by_total_length_beats_static_and_dynamic_at_saturation():
+    """synthetic-skewed at 20 req/s saturates static_fifo (capacity ~0.7 req/s) on one engine; bins by prompt +
+    predicted output (the batch time's own length) beat one queue by far."""
     r = _skewed()
-    thr = {
-        name: _throughput(simulate(r, EngineConfig(scheduler=name)))
-        for name in ("static_fifo", "dynamic_no_bins", "multi_bin_dynamic")
-    }
-    thr["multi_bin_k8"] = _throughput(simulate(r, EngineConfig(scheduler="multi_bin_dynamic", bins=8)))
+    thr = {name: _throughput(simulate(r, EngineConfig(scheduler=name))) for name in ("static_fifo", "dynamic_no_bins")}
+    for k, name in ((4, "multi_bin_dynamic"), (8, "multi_bin_k8")):
+        config = EngineConfig(scheduler={"name": "multi_bin_dynamic", "bins": k, "bin_key": "total"})
+        thr[name] = _throughput(simulate(r, config))
     assert thr["static_fifo"] < 1.0
     for k in ("multi_bin_dynamic", "multi_bin_k8"):
         assert thr[k] > 1.25 * thr["dynamic_no_bins"] > 1.25 * thr["static_fifo"], thr
 
 
 def test_binning_by_output_alone_gains_little_when_prompts_dominate():
-    """The seed bins by predicted output only; under T(b, max(prompt + output)) heavy-tailed prompts still set
-    the batch time, so that variant stays within a few percent of dynamic_no_bins (see README)."""
+    """Multi-bin dynamic batching bins by predicted output only (the default); under T(b, max(prompt + output))
+    heavy-tailed prompts still set the batch time, so it stays within a few percent of dynamic_no_bins (README)."""
     r = _skewed()
     dyn = _throughput(simulate(r, EngineConfig(scheduler="dynamic_no_bins")))
-    by_output = _throughput(simulate(r, EngineConfig(scheduler="multi_bin_dynamic", bins=4, bin_key="output")))
+    by_output = _throughput(simulate(r, EngineConfig(scheduler="multi_bin_dynamic", bins=4)))
     assert abs(by_output / dyn - 1) < 0.1
 
 

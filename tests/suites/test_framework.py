@@ -98,3 +98,35 @@ def test_grid_measures_each_cell_and_aggregates_generation_over_the_batch(tmp_pa
     for r in result.runs:  # a batch of C requests, released together
         info = json.loads((Path(r.run_dir) / "run.json").read_text())
         assert info["load"]["barrier"] is True
+
+
+def test_the_suite_report_states_every_runs_warm_up_and_a_cold_start_among_them() -> None:
+    """A suite whose runs were warmed up differently says so (the first run's warm-up stood for all of them)."""
+    from infermeter.report.suite import _warmups
+    from tests.evidence import info
+
+    mixed = [
+        info(),
+        info(warmup={"requests": 240, "workload": "short-context-warm-up"}),
+        info(warmup={"cold_start": True}),
+    ]
+    line = _warmups(mixed)
+    assert "done in 2 of 3 runs (100-240 requests, 10,000 output tokens; sent: short-context-warm-up)" in line
+    assert "none in 1 of 3: COLD START measured (draft 4.5.3)" in line
+    assert _warmups([info(warmup={"done": False, "note": "stopped"}), info()]).endswith("not completed in 1 of 2")
+
+
+def test_the_capacity_probe_counts_completions_between_the_ramp_and_the_drain() -> None:
+    """The probe's rate: completions per second between the 10th and 90th percentile completion, so neither the
+    closed loop's start (a batch arriving at once) nor its drain (the last few alone) bends it."""
+    from infermeter.emulator.config import EmulatorConfig
+    from infermeter.suites.probe import completion_rate, probe_concurrency
+    from infermeter.suites.throughput import small_engine
+    from tests.evidence import fake_run, stream
+
+    steady = stream(101, rate=10.0, output=4)  # one completion every 0.1 s
+    burst = stream(8, rate=1000.0, output=4, first_id=101, start=10.2)  # then 8 at once: the drain of a closed loop
+    cols = fake_run(steady + burst).columns()
+    assert completion_rate(cols) == pytest.approx(10.0, rel=0.02)
+    assert completion_rate(fake_run(stream(4)).columns()) is None  # too few to say
+    assert probe_concurrency(small_engine()) == 8 and probe_concurrency(EmulatorConfig()) == 64

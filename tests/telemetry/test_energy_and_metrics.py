@@ -38,6 +38,18 @@ def test_energy_block_joules_per_token_and_cost():
     assert set(none.model_dump(mode="json")) == {"window_s", "sources", "energy_j", "joules_per_output_token", "notes"}
 
 
+@pytest.mark.parametrize("price", [None, 2.0])
+def test_the_gpu_count_alone_gives_tokens_per_gpu_second(price):
+    """--gpus 2 halves the per-GPU figure whether or not a price is given (a price once was needed for any of it)."""
+    t = {"t": np.array([0.0, 1.0, 2.0, 3.0, 4.0])}
+    e = energy_block(t, 0.0, 4.0, 2000, {"gpu": "unavailable: no GPU"}, gpu_price_per_hour=price, gpus=2)
+    assert e.gpus == 2 and e.gpu_seconds == 8.0
+    assert e.output_tok_per_gpu_s == pytest.approx(2000 / 4.0 / 2)  # half the 500 tok/s throughput
+    assert (e.cost is None) == (price is None)
+    alone = energy_block(t, 0.0, 4.0, 2000, {"gpu": "unavailable: no GPU"})  # no count given: no per-GPU figure
+    assert alone.gpus is None and alone.output_tok_per_gpu_s is None
+
+
 def test_rapl_counters_with_wraparound(tmp_path):
     d = tmp_path / "intel-rapl:0"
     d.mkdir()
@@ -101,6 +113,7 @@ def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
             progress=False,
             scrape_interval=0.2,
             telemetry_interval=0.2,
+            gpus=2,
         )
         summary = asyncio.run(benchmark(opts)).summary
     assert (tmp_path / "r" / "server_metrics.parquet").is_file() and (tmp_path / "r" / "telemetry.parquet").is_file()
@@ -111,5 +124,54 @@ def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
     e = summary.energy
     assert e is not None and e.sources["cpu"] == "psutil"
     assert "cpu_energy_j" in e.model_fields_set or any("CPU energy" in n for n in e.notes)
+    assert e.gpus == 2 and e.output_tok_per_gpu_s == pytest.approx(summary.throughput.output_tok_s / 2)  # no price
     source = read_run_info(tmp_path / "r").server_metrics
     assert source is not None and source.available is True
+
+
+class _FakeSampler:
+    """A telemetry sampler that saw four GPUs on the load generator's machine (NVML) and their power."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.gpu = SimpleNamespace(handles=[0, 1, 2, 3])
+
+    async def stop(self):
+        return None
+
+    def table(self):
+        import pyarrow as pa
+
+        t = [float(k) for k in range(20)]
+        return pa.table({"t": t, "gpu_power_w": [400.0] * len(t)})
+
+    def sources(self):
+        return {"gpu": "NVML: 4 GPUs", "cpu": "psutil"}
+
+
+def _stopped(tmp_path, **given):
+    from infermeter.load.monitors import stop_monitors
+    from infermeter.load.options import RunOptions
+    from infermeter.metrics import RecordColumns
+    from infermeter.records import RunInfo
+    from tests.evidence import info, stream
+
+    opts = RunOptions(url="http://10.0.0.2:8000", out=tmp_path, **given)
+    cols = RecordColumns.from_records(stream(50, rate=10.0, output=20), "B")
+    run_info: RunInfo = info()
+    _, energy = asyncio.run(stop_monitors(opts, None, _FakeSampler(), cols, run_info))
+    return energy
+
+
+def test_tokens_per_gpu_second_come_from_the_declared_gpus_not_the_load_generators(tmp_path):
+    """A remote server without --gpus: the 4 GPUs NVML sees here count for energy only (a mutant dividing by them
+    gives a per-GPU figure for a server whose GPUs were never counted)."""
+    e = _stopped(tmp_path)
+    assert e.gpu_energy_j is not None and e.gpu_energy_j > 0  # the NVML GPUs' energy is kept
+    assert e.gpus is None and e.output_tok_per_gpu_s is None
+    assert any("give --gpus" in n and "4 GPU(s)" in n for n in e.notes)
+    declared = _stopped(tmp_path, gpus=2)
+    assert declared.gpus == 2 and declared.output_tok_per_gpu_s is not None
+    emulated = _stopped(tmp_path, sut={"emulated": True})  # the embedded emulator models one GPU
+    assert emulated.gpus == 1 and emulated.output_tok_per_gpu_s is not None

@@ -48,3 +48,16 @@ def test_bad_specs():
         ArrivalSpec(kind="poisson")
     with pytest.raises(ValidationError, match="burstiness"):
         ArrivalSpec(kind="poisson", rate=1, burstiness=0.5)
+
+
+@pytest.mark.parametrize(
+    ("rate", "duration", "sent"),
+    [(50, 20, 1000), (100, 20, 2000), (300, 20, 6000), (7, 3, 21), (0.3, 10, 3), (2.2, 5, 11), (33.2, 60, 1992)],
+)
+def test_constant_arrivals_send_rate_times_duration_in_the_window(rate, duration, sent):
+    """The driver sends the offsets in [0, duration): a constant process puts exactly ceil(rate x duration) there (a
+    running sum of 1/rate put the 1,001st of 50 req/s x 20 s at 19.999999999999 s)."""
+    n = int(rate * duration * 1.2) + 100  # as many as RunOptions.request_count draws
+    offsets = arrival_offsets(ArrivalSpec(kind="constant", rate=rate), n, 0)
+    assert int((offsets < duration).sum()) == sent
+    np.testing.assert_allclose(np.diff(offsets), 1 / rate, rtol=1e-6)

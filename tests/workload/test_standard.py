@@ -86,3 +86,18 @@ def test_same_seed_same_requests(name):
         assert not np.array_equal(a.input_tokens, c.input_tokens)
     decl = STANDARD[name].declaration(11)
     assert decl["seed"] == 11 and decl["name"] == name
+
+
+def test_a_workload_of_fewer_requests_is_the_head_of_a_longer_one() -> None:
+    """Two systems loaded for the same time at their own rates send heads of one sequence (draft 6.1: the same
+    requests in the same order): the first k requests drawn do not depend on how many are drawn."""
+    import numpy as np
+
+    from infermeter.workload.spec import generate
+    from infermeter.workload.standard import STANDARD
+
+    for name, spec in STANDARD.items():
+        head, whole = generate(spec, 109, 42), generate(spec, 1_000, 42)
+        for field in ("input_tokens", "output_tokens", "prefix_id", "prefix_tokens"):
+            assert np.array_equal(getattr(head, field), getattr(whole, field)[:109]), (name, field)
+        assert list(head.request_class) == list(whole.request_class[:109]), name

@@ -81,6 +81,8 @@ def predict(
     print(full_report(summary, read_run_info(out)))
     print()
     print(sim_table(summary))
+    if outcome.bins is not None:
+        print(f"\n{outcome.bins.describe()}")
     if set_:
         print(f"\nwhat if: {', '.join(set_)}")
     print(f"\nrun directory: {out}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,9 @@ from infermeter.report.console import full_report, sim_table
 from infermeter.report.tables import grid
 from infermeter.workload.build import arrival_spec, build_requests
 from infermeter.workload.traces import BURSTGPT_RATE, LEVELS
+
+if TYPE_CHECKING:
+    from infermeter.engine.multi_bin import BinEdges
 
 
 def workload_requests(
@@ -38,6 +41,17 @@ def workload_requests(
     )
 
 
+BinEdgesOption = Annotated[
+    str | None,
+    typer.Option(
+        help="multi_bin_dynamic's edges and per-bin B_MAX: 'workload' (Algorithm 3 over the workload's predicted "
+        "output lengths before the run, as the method computes them; the default) or 'online' (learned from the "
+        "requests as they arrive, as a server must)",
+        parser=opt.choice("workload", "online"),
+    ),
+]
+
+
 def _engine_config(
     scheduler: str,
     bins: int | None,
@@ -48,14 +62,18 @@ def _engine_config(
     sla_token_ms: float,
     sla_request_s: float,
     config: Path | None,
+    bin_edges: str | None = None,
 ):  # type: ignore[no-untyped-def]
     """The engine from --config with the command line's settings on top (a file's scheduler settings are kept
     when it names the same scheduler)."""
+    from pydantic import ValidationError
+
     from infermeter.engine.config import EngineConfig, load_engine_config
 
     base = load_engine_config(config) if config else EngineConfig()
     chosen = base.scheduler.model_dump() if base.scheduler.name == scheduler else {"name": scheduler}
-    for option, key, value in (("--bins", "bins", bins), ("--bin-key", "bin_key", bin_key)):
+    given = (("--bins", "bins", bins), ("--bin-key", "bin_key", bin_key), ("--bin-edges", "bin_edges", bin_edges))
+    for option, key, value in given:
         if value is None:
             continue
         if scheduler != "multi_bin_dynamic":
@@ -71,7 +89,13 @@ def _engine_config(
         update["latency"] = latency
     if kv_tokens is not None:
         update["kv_capacity_tokens"] = kv_tokens
-    return EngineConfig.model_validate({**base.model_dump(), **update})
+    try:
+        return EngineConfig.model_validate({**base.model_dump(), **update})
+    except ValidationError as exc:  # the command line's settings against the file's (--bins 8 with 4 edges)
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "engine"
+        origin = f"--config {config} with the command line's settings" if config else "the command line's settings"
+        raise UserError(f"{origin}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 @app.command()
@@ -87,6 +111,7 @@ def sim(
     engines: Annotated[int, typer.Option(help="engines (GPUs) in the pool", parser=opt.integer(1, 100_000))] = 1,
     bins: opt.Bins = None,
     bin_key: opt.BinKey = None,
+    bin_edges: BinEdgesOption = None,
     latency: Annotated[
         str | None,
         typer.Option(
@@ -122,10 +147,11 @@ def sim(
 
     reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     cfg = _engine_config(
-        scheduler, bins, bin_key, latency, kv_tokens, prediction_noise, sla_token_ms, sla_request_s, config
+        scheduler, bins, bin_key, latency, kv_tokens, prediction_noise, sla_token_ms, sla_request_s, config, bin_edges
     )
     bounds = parse_slo(slo) if slo else None
     refuse_existing_run(out)
+    used: list[BinEdges] = []
     with Progress(console=err, transient=True) as bar:  # records are written as the simulation goes
         task = bar.add_task(f"simulating {cfg.scheduler.name} x {engines}", total=len(reqs))
         summary = simulate_run(
@@ -139,11 +165,14 @@ def sim(
             slo=bounds,  # type: ignore[arg-type]
             deadlines=deadlines,
             progress=lambda done: bar.update(task, completed=done),
+            bins=used,
         )
     info = read_run_info(out)
     print(full_report(summary, info))
     print()
     print(sim_table(summary))
+    for b in used:
+        print(f"\n{b.describe()}")
     print(f"\nrun directory: {out}")
 
 
@@ -198,7 +227,7 @@ def sim_sweep(
     ] = None,
     arrival: opt.Arrival = "poisson",
     burstiness: opt.Burstiness = 1.0,
-    bin_key: opt.BinKey = "total",
+    bin_key: opt.BinKey = None,
     sla_token_ms: opt.SlaTokenMs = 10.0,
     sla_request_s: opt.SlaRequestS = 20.0,
     seed: opt.Seed = 42,

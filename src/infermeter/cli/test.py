@@ -3,10 +3,12 @@ options are the target's, the monitors', the disclosures' and the suite's own se
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,7 +16,12 @@ from infermeter.cli import options as opt
 from infermeter.cli.app import api_key, app, err
 from infermeter.config.run import Disclosures, Load, Monitors, Scale, Target, Workload
 from infermeter.config.scenario import Given
+from infermeter.errors import UserError
 from infermeter.suites.registry import SUITES, get_suite
+
+if TYPE_CHECKING:
+    from infermeter.run_info import RunInfo
+    from infermeter.suites.framework import SuiteResult
 
 test_app = typer.Typer(
     add_completion=False,
@@ -27,6 +34,16 @@ QUICK_WARMUP = 4  # requests: --quick keeps a warm-up in every run, short enough
 Quick = Annotated[
     bool,
     typer.Option(help="scale durations and counts down for a demonstration or CI; the verdict cannot be compliant"),
+]
+
+MAX_REPEATS = 1000
+RepeatOption = Annotated[
+    int | None,
+    typer.Option(
+        help="run the whole suite N times, each repeat a complete suite in OUT/repeat-1 ... OUT/repeat-N (resumable), "
+        "and give each suite figure's mean and 95% CI over them; `infermeter compare` takes OUT as one system",
+        parser=opt.integer(1, MAX_REPEATS),
+    ),
 ]
 
 SuiteDir = Annotated[
@@ -64,14 +81,13 @@ def run_test(
     argv: list[str],
     html: Path | None = None,
     markdown: Path | None = None,
+    repeat: int | None = None,
 ) -> None:
-    """Build the suite's parameters and base configuration, run (or resume) it, print its report."""
+    """Build the suite's parameters and base configuration, run (or resume) it, print its report; with `repeat`,
+    run it that many times, each repeat a suite directory of its own, and print the figures over the repeats."""
     from infermeter.config.scenario import run_config
     from infermeter.emulator.config import load_emulator_config
-    from infermeter.records import read_run_info
     from infermeter.report.suite import suite_report
-    from infermeter.suites.execute import claim_suite_dir, execute
-    from infermeter.suites.lab import Lab
 
     suite = get_suite(name)
     params = suite.params.build(given.pop("suite", {}), quick)
@@ -93,30 +109,87 @@ def run_test(
         "config": base.model_dump(mode="json", exclude={"scale"}),  # where it runs does not change what it measures
         "emulator": emulator.model_dump(mode="json") if emulator is not None else None,
     }
-    if claim_suite_dir(out, settings, f"'{name}' test"):
-        err.print(f"resuming the '{name}' test in {out}: finished runs are reused")
-    elif emulator is not None:
-        err.print("starting the embedded emulator (no --url given)")
-    with Lab(out, base, emulator, progress, err, quick) as lab:
-        result = execute(suite, lab, params, quick, shlex.join(["infermeter", *argv]))
-    infos = [read_run_info(Path(r.run_dir)) for r in result.runs]
-    print(suite_report(result, infos))
+    command = shlex.join(["infermeter", *argv])
+
+    def one(where: Path) -> tuple[SuiteResult, list[RunInfo]]:
+        """The suite run (or resumed) in `where`, and its runs' run.json."""
+        from infermeter.records import read_run_info
+        from infermeter.suites.execute import claim_suite_dir, execute
+        from infermeter.suites.lab import Lab
+
+        if claim_suite_dir(where, settings, f"'{name}' test"):
+            err.print(f"resuming the '{name}' test in {where}: finished runs are reused")
+        elif emulator is not None:
+            err.print("starting the embedded emulator (no --url given)")
+        with Lab(where, base, emulator, progress, err, quick) as lab:
+            result = execute(suite, lab, params, quick, command)
+        return result, [read_run_info(Path(r.run_dir)) for r in result.runs]
+
+    if repeat is None:
+        result, infos = one(out)
+        print(suite_report(result, infos))
+        if html or markdown:
+            from infermeter.cli.report import write_documents
+            from infermeter.report.documents import suite_document
+
+            write_documents(suite_document(result, infos), html, markdown)
+        return
+    _repeats(out, repeat, one, html, markdown)
+
+
+def claim_repeats(out: Path) -> None:
+    """Refuse an --out that holds anything but repeats of a suite (a run, a suite run without --repeat, other
+    files), before anything is written."""
+    from infermeter.records import holds_run
+    from infermeter.suites.execute import SETTINGS, repeat_dirs
+
+    if holds_run(out) or (out / SETTINGS).exists():
+        what = "a single run" if holds_run(out) else "a suite run without --repeat"
+        raise UserError(f"--out {out} holds {what}, not a suite's repeats: choose another directory")
+    if out.is_dir() and set(out.iterdir()) - set(repeat_dirs(out)):
+        raise UserError(f"--out {out} is not empty and holds no repeats of a suite: choose a new directory")
+
+
+def _repeats(
+    out: Path,
+    repeat: int,
+    one: Callable[[Path], tuple[SuiteResult, list[RunInfo]]],
+    html: Path | None,
+    markdown: Path | None,
+) -> None:
+    """The suite `repeat` times in OUT/repeat-K (each resumable), each report, then each figure over the repeats."""
+    from infermeter.metrics.suite_comparison import numeric_figures, summarize_repeats
+    from infermeter.report.suite import suite_report
+    from infermeter.report.suite_comparison import repeats_document, repeats_text
+    from infermeter.suites.execute import REPEAT
+
+    claim_repeats(out)
+    done = []
+    for k in range(1, repeat + 1):
+        err.print(f"repeat {k} of {repeat}: {out / f'{REPEAT}{k}'}")
+        result, infos = one(out / f"{REPEAT}{k}")
+        print(suite_report(result, infos))
+        print()
+        done.append((result, infos))
+    headline = {k: v for r, _ in done for k, v in r.analysis.headline.items()}
+    summaries = summarize_repeats([numeric_figures(r.analysis.figures) for r, _ in done], headline)
+    print(repeats_text(summaries, repeat))
     if html or markdown:
         from infermeter.cli.report import write_documents
-        from infermeter.report.documents import suite_document
 
-        write_documents(suite_document(result, infos), html, markdown)
+        write_documents(repeats_document(done, summaries), html, markdown)
 
 
 def _command(name: str) -> None:
     """Register `infermeter test NAME` with the suite's parameters as options."""
     suite = get_suite(name)
+    own = getattr(suite, "own_options", ())  # a shared option the suite takes per system of its own instead
     parts = (
         opt.Part("target", Target),
         opt.Part("workload", Workload, only=("tokenizer", "seed")),
         opt.Part("load", Load, only=("warmup",), help={"warmup": "auto, N requests, or off (per run)"}),
         opt.Part("monitors", Monitors),
-        opt.Part("disclosures", Disclosures),
+        opt.Part("disclosures", Disclosures, only=tuple(n for n in Disclosures.model_fields if n not in own)),
         opt.Part("scale", Scale),
         opt.Part("suite", suite.params),
     )
@@ -130,12 +203,17 @@ def _command(name: str) -> None:
         progress: opt.Progress = True,
         html: opt.Html = None,
         markdown: opt.Markdown = None,
+        repeat: RepeatOption = None,
     ) -> None:
         from infermeter.cli.main import invocation
 
-        run_test(name, given, quick, out, emulator_config, scheduler, progress, invocation(), html, markdown)
+        run_test(name, given, quick, out, emulator_config, scheduler, progress, invocation(), html, markdown, repeat)
 
     command.__doc__ = f"{suite.title} (IETF draft, section {suite.section}): {suite.summary}."
+    if "repeat" in suite.params.model_fields:  # the suite's own --repeat (grid: runs of each cell) keeps the flag
+        signature = inspect.signature(command, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != "repeat"]
+        command.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
     test_app.command(name=name)(opt.built_from(*parts)(command))
 
 

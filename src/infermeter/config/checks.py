@@ -32,9 +32,13 @@ def _text(value: Any) -> str:
 
 
 def number(
-    lo: float | None = None, hi: float | None = None, lo_open: bool = False, what: str = "a number"
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    what: str = "a number",
+    hi_open: bool = False,
 ) -> Callable[[Any], float]:
-    """A parser for a finite float in [lo, hi] (or (lo, hi] with lo_open)."""
+    """A parser for a finite float in [lo, hi] (open at an end with lo_open / hi_open)."""
 
     def parse(value: Any) -> float:
         try:
@@ -42,9 +46,10 @@ def number(
         except (TypeError, ValueError):
             raise ValueError(f"expected {what}, got {_text(value)}") from None
         bad_lo = lo is not None and (x <= lo if lo_open else x < lo)
-        if not math.isfinite(x) or bad_lo or (hi is not None and x > hi):
+        bad_hi = hi is not None and (x >= hi if hi_open else x > hi)
+        if not math.isfinite(x) or bad_lo or bad_hi:
             low = "" if lo is None else f"{'above' if lo_open else 'at least'} {lo:g}"
-            high = "" if hi is None else f"at most {hi:g}"
+            high = "" if hi is None else f"{'below' if hi_open else 'at most'} {hi:g}"
             raise ValueError(f"must be {what} {' and '.join(p for p in (low, high) if p)}, got {_text(value)}")
         return x
 

@@ -39,7 +39,10 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
-        if self.target.url is None and (declared := self.disclosures.declared()):
+        declared = list(self.disclosures.declared())
+        if self.disclosures.software:
+            declared.append("software")
+        if self.target.url is None and declared:
             names = ", ".join("--" + k.replace("_", "-") for k in declared)
             raise ValueError(
                 f"{names}: the embedded emulator declares its own configuration (these options describe a server at "
@@ -64,6 +67,11 @@ class RunConfig(BaseModel):
         if self.target.url is not None and self.load.rate is None and self.load.concurrency is None and not replay:
             raise ValueError(
                 "give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)"
+            )
+        if self.load.min_duration is not None and self.scale.distributed:
+            raise ValueError(
+                "--min-duration counts one closed loop's sends: with --workers or --cluster each worker sends its own "
+                "share; drop one of them"
             )
         if self.load.realtime and self.scale.distributed:
             raise ValueError(
@@ -116,6 +124,8 @@ class RunConfig(BaseModel):
             concurrency=load.concurrency,
             barrier=load.barrier,
             warmup=load.warmup,
+            warmup_workload=load.warmup_workload,
+            min_duration=load.min_duration,
             realtime=load.realtime,
             seed=w.seed,
             slo=parse_slo(o.slo) if o.slo else {},
@@ -131,6 +141,7 @@ class RunConfig(BaseModel):
             extra_body=t.extra_body,
             ignore_eos=t.ignore_eos,
             disclosed=self.disclosures.declared(),
+            software=self.disclosures.software_versions(),
             workers=self.scale.workers,
             cluster=self.scale.cluster,
             scenario=self.model_dump(mode="json"),

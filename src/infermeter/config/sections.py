@@ -109,6 +109,22 @@ class Load(Section):
     concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
     barrier: Annotated[bool, Flag("closed loop: release the first C requests together")] = False
     warmup: Annotated[int, Flag("auto (>= 100 requests and 10,000 tokens), N requests, or off", checks.warmup)] = -1
+    warmup_workload: Annotated[
+        str | None,
+        Flag(
+            "the workload the warm-up sends instead of the run's (standard name or file), e.g. short prompts before "
+            "long contexts, or prompts without the run's shared prefixes so a prefix cache starts cold",
+            checks.WORKLOAD,
+        ),
+    ] = None
+    min_duration: Annotated[
+        float | None,
+        Flag(
+            "closed loop with --requests: keep sending until this many seconds have passed too (the IETF draft, "
+            "5.5.3: 60 s or 100 completions per slot, whichever is longer)",
+            checks.SECONDS,
+        ),
+    ] = None
     realtime: Annotated[
         bool,
         Flag(
@@ -121,6 +137,13 @@ class Load(Section):
     def _one_loop(self) -> Load:
         if self.rate is not None and self.concurrency is not None:
             raise ValueError("give either --rate (open loop) or --concurrency (closed loop), not both")
+        if self.min_duration is not None and (self.concurrency is None or self.requests is None):
+            raise ValueError(
+                "--min-duration keeps a closed loop sending until both --requests and its seconds are reached: give "
+                "--concurrency and --requests with it, or drop it"
+            )
+        if self.min_duration is not None and self.duration is not None:
+            raise ValueError("--min-duration and --duration bound the same closed loop two ways: give one of them")
         return self
 
 
@@ -187,9 +210,30 @@ class Scale(Section):
 BOUNDARIES = {"engine": "Model Engine", "gateway": "Application Gateway", "compound": "Compound System"}  # draft 4.1
 
 
+def software_item(value: Any) -> Any:
+    """--software NAME=VERSION (one; a scenario file gives a list of them, or a mapping of names to versions): a name
+    and a version, neither empty nor holding spaces, e.g. vllm=0.11.0 or cuda=12.8."""
+    if isinstance(value, list):
+        return [software_item(v) for v in value]
+    if isinstance(value, dict):
+        for name, version in value.items():
+            if not isinstance(name, str) or not isinstance(version, str):
+                raise ValueError(
+                    f"{name}: {version!r} is a number, not a version (YAML reads 2.10 as 2.1): quote each version as "
+                    f'written, e.g. {name}: "12.8"'
+                )
+        return [software_item(f"{name}={version}") for name, version in value.items()]
+    name, sep, version = value.partition("=") if isinstance(value, str) else ("", "", "")
+    name, version = name.strip(), version.strip()
+    if not sep or not name or not version or any(c.isspace() for c in name + version) or "=" in version:
+        raise ValueError(f"expected NAME=VERSION, e.g. vllm=0.11.0 (repeat the option for more), got {value!r}")
+    return f"{name}={version}"
+
+
 class Disclosures(Section):
     """What the report must disclose about the system under test and cannot measure (draft 4.1, 4.7.2, 4.8.1,
-    5.1.2.3); the embedded emulator declares its own, and what a live server's user leaves out is "not declared"."""
+    5.1.2.3, Appendix C.1's software); the embedded emulator declares its own, and what a live server's user leaves
+    out is "not declared"."""
 
     title = "disclosures"
     boundary: Annotated[
@@ -222,13 +266,35 @@ class Disclosures(Section):
             checks.text,
         ),
     ] = None
+    software: Annotated[
+        list[str] | None,
+        Flag(
+            "repeatable: the SUT's software and its version as NAME=VERSION, e.g. --software vllm=0.11.0 --software "
+            "cuda=12.8 (Appendix C.1); the server's own version is asked for where it offers one",
+            software_item,
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _software_once(self) -> Disclosures:
+        seen: dict[str, str] = {}
+        for name, version in (item.split("=", 1) for item in self.software or []):
+            if name in seen:
+                raise ValueError(f"--software gives {name} twice ({seen[name]} and {version}): give each one once")
+            seen[name] = version
+        return self
 
     def declared(self) -> dict[str, str]:
-        """run.json's `sut` fields the user declared, the boundary by its name in the draft."""
-        given = self.model_dump(exclude_none=True)
+        """run.json's `sut` fields the user declared, the boundary by its name in the draft (the software apart:
+        `software_versions`)."""
+        given = self.model_dump(exclude_none=True, exclude={"software"})
         if "boundary" in given:
             given["boundary"] = BOUNDARIES[given["boundary"]]
         return given
+
+    def software_versions(self) -> dict[str, str]:
+        """--software as name -> version, in the order given."""
+        return dict(item.split("=", 1) for item in self.software or [])
 
 
 SECTIONS: dict[str, type[Section]] = {

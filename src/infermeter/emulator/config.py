@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from infermeter.config_files import read_mapping, validate
 from infermeter.emulator.faults import Fault, check_shares
 from infermeter.engine.config import EngineConfig
+from infermeter.engine.multi_bin import MultiBinConfig, refuse_workload_bins
 from infermeter.errors import UserError
 from infermeter.tokenizers import REFERENCE, check_spec
 
@@ -45,7 +46,7 @@ class EmulatorConfig(BaseModel):
         fields = SCHEDULER_CONFIGS[name].model_fields if name in SCHEDULER_CONFIGS else {}
         kept = {k: v for k, v in self.engine.scheduler.model_dump().items() if k in fields and k != "name"}
         engine = self.engine.model_validate({**self.engine.model_dump(), "scheduler": {**kept, "name": name}})
-        return self.model_copy(update={"engine": engine})
+        return self.model_copy(update={"engine": served_engine(engine)})
 
     @field_validator("tokenizer")
     @classmethod
@@ -55,11 +56,28 @@ class EmulatorConfig(BaseModel):
         except UserError as exc:
             raise ValueError(str(exc)) from None
 
+    @field_validator("engine")
+    @classmethod
+    def _online_bins(cls, engine: EngineConfig) -> EngineConfig:
+        return served_engine(engine)
+
     @field_validator("faults")
     @classmethod
     def _shares(cls, faults: list[Fault]) -> list[Fault]:
         check_shares(faults)
         return faults
+
+
+def served_engine(engine: EngineConfig) -> EngineConfig:
+    """The engine as the emulator serves it.  A server knows no workload in advance, so multi-bin's edges and B_MAX
+    left unset are learned online: recorded as `bin_edges: online` in the configuration the emulator declares (and
+    run.json keeps), since the simulator reads an unset `bin_edges` as `workload`, and a prediction or twin of the
+    run must model the policy it ran.  `bin_edges: workload` with values still to compute is refused."""
+    refuse_workload_bins(engine.scheduler)
+    scheduler = engine.scheduler
+    if isinstance(scheduler, MultiBinConfig) and scheduler.bin_edges is None:
+        return engine.model_copy(update={"scheduler": scheduler.model_copy(update={"bin_edges": "online"})})
+    return engine
 
 
 def load_emulator_config(path: Path) -> EmulatorConfig:

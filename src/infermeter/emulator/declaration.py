@@ -1,11 +1,14 @@
 """How the embedded emulator declares itself as a system under test (run.json's `sut` block, draft 4.1 and
-5.1.2.3): its engine model as the hardware, its scheduler as the software, its prefix caching and guardrails."""
+5.1.2.3, Appendix C.1): its engine model as the hardware, infermeter's version and its scheduler as the software, its
+prefix caching and guardrails."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
+from infermeter.run_info import SoftwareVersion
 
 
 def sut_declaration(emu: EmulatorConfig) -> dict[str, Any]:
@@ -15,7 +18,12 @@ def sut_declaration(emu: EmulatorConfig) -> dict[str, Any]:
         "emulated": True,
         "model": emu.model,
         "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
-        "software": f"infermeter emulator, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
+        "software": f"infermeter emulator {__version__}, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
+        "software_versions": [
+            SoftwareVersion(
+                name="infermeter emulator", version=__version__, source="the embedded emulator's declaration"
+            )
+        ],
         "boundary": "Model Engine",
         "tokenizer": emu.tokenizer,
         "prefix_caching": "enabled" if emu.prefix_caching else "disabled",

@@ -1,9 +1,11 @@
-"""Multi-bin dynamic batching: K queues by predicted length, each batched dynamically with its own B_MAX.
+"""Multi-bin dynamic batching: K queues by predicted output length, each batched dynamically with its own B_MAX.
 
-Bin edges (Algorithm 3: equal-mass quantiles of the predicted lengths) come from configuration, or are learned
-online from the requests seen so far, as a server would have to: relearned each time the sample doubles, up to
-`learn_requests`, with the queued requests moved to their new bins.  Each bin's B_MAX follows section 8.2:
-min(B_MAX, floor(KV capacity / mean sequence length in the bin)).
+Bin edges (Algorithm 3: equal-mass quantiles of the predicted output lengths) come from configuration, from the
+whole workload before the run where it is known in advance (the simulator, as the method's own study does:
+`bin_edges: workload`), or are learned online from the requests seen so far, as a server must (`bin_edges:
+online`, the emulator's way): relearned each time the sample doubles, up to `learn_requests`, with the queued
+requests moved to their new bins.  Each bin's B_MAX follows section 8.2: min(B_MAX, floor(KV capacity / mean
+sequence length in the bin)).
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ from bisect import bisect_right
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from infermeter.engine.batching import BatchLevel, DynamicConfig, Lane
 from infermeter.engine.request import EngineRequest
-from infermeter.engine.scheduler import EngineLimits
+from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
 from infermeter.engine.sla_controller import SlaController
 
 BinKey = Literal["output", "total"]
 Controller = Literal["per_bin", "global"]
+EdgeSource = Literal["workload", "online"]  # where edges and per-bin B_MAX left unset come from
+Origin = Literal["workload", "online", "configured"]  # where the edges (or B_MAX) a run used came from
+KEY_WORDS: dict[BinKey, str] = {"output": "predicted output", "total": "prompt + predicted output"}
 
 
 def equal_mass_edges(values: np.ndarray, k: int) -> list[int]:
@@ -34,21 +39,66 @@ def bin_index(edges: list[int], value: int) -> int:
     return max(bisect_right(edges, value) - 1, 0)
 
 
+def bin_indexes(edges: list[int], values: np.ndarray) -> np.ndarray:
+    """bin_index of every value at once (np.searchsorted on the right is bisect_right)."""
+    idx = np.searchsorted(np.asarray(edges), np.asarray(values), side="right") - 1
+    return np.maximum(idx, 0)
+
+
 def bin_b_max(edges: list[int], keys: np.ndarray, lengths: np.ndarray, capacity_tokens: int, b_max: int) -> list[int]:
-    """Per-bin B_MAX = min(B_MAX, floor(capacity / mean sequence length of the bin's members)); B_MAX if empty."""
-    idx = np.asarray([bin_index(edges, int(v)) for v in keys], dtype=np.int64)
-    out = []
-    for i in range(len(edges)):
-        member = idx == i
-        mean_len = float(np.mean(lengths[member])) if member.any() else 1.0
-        out.append(max(1, min(b_max, int(capacity_tokens // max(mean_len, 1.0)))))
-    return out
+    """Section 8.2: per-bin B_MAX = min(B_MAX, floor(capacity / mean sequence length (prompt + predicted output) of
+    the bin's members)); B_MAX for an empty bin.  One pass over the keys (np.bincount), not one mask a bin."""
+    k = len(edges)
+    idx = bin_indexes(edges, keys)
+    counts = np.bincount(idx, minlength=k)
+    sums = np.bincount(idx, weights=np.asarray(lengths, dtype=float), minlength=k)
+    means = np.divide(sums, counts, out=np.ones(k), where=counts > 0)
+    return [max(1, min(b_max, int(capacity_tokens // max(float(m), 1.0)))) for m in means]
+
+
+class BinEdges(BaseModel):
+    """The bins a multi-bin run used and where they came from (what `sim` and `predict` print)."""
+
+    key: BinKey
+    edges: list[int]  # each bin's lower edge; bin i holds [edges[i], edges[i + 1]), the last one is open
+    b_max: list[int]  # each bin's B_MAX
+    edges_from: Origin
+    b_max_from: Origin
+    sample: int = Field(ge=0, description="predicted lengths the learned values come from (0: all configured)")
+
+    def describe(self) -> str:
+        """One line: how the edges were obtained, the bins as ranges of the key, their B_MAX and its origin."""
+        key = KEY_WORDS[self.key]
+        how = {
+            "workload": f"Algorithm 3 of the multi-bin method (equal-mass) over the workload's {self.sample:,} "
+            f"{key} lengths, before the run",
+            "online": f"learned online: Algorithm 3 over the first {self.sample:,} requests' {key} lengths",
+            "configured": f"configured, by {key} length",
+        }[self.edges_from]
+        ranges = " ".join(f"[{lo}, {hi})" for lo, hi in zip(self.edges, [*self.edges[1:], "inf"], strict=True))
+        b_max_how = {"workload": "section 8.2, from the workload", "online": "section 8.2, learned online"}
+        return (
+            f"multi-bin edges, {how}: {ranges} tokens; per-bin B_MAX {', '.join(map(str, self.b_max))} "
+            f"({b_max_how.get(self.b_max_from, 'configured')})"
+        )
+
+
+def refuse_workload_bins(scheduler: SchedulerConfig) -> None:
+    """Refuse `bin_edges: workload` with edges or B_MAX still to compute where no workload is known in advance."""
+    if not isinstance(scheduler, MultiBinConfig) or scheduler.bin_edges != "workload":
+        return
+    if scheduler.edges is None or scheduler.bin_b_max is None:
+        raise ValueError(
+            "scheduler.bin_edges: workload needs the whole workload before the run, which a server never has: "
+            "use bin_edges: online (learned from the requests as they arrive), or give edges and bin_b_max"
+        )
 
 
 class MultiBinDynamic(BatchLevel):
     """K queues by predicted length, each batched dynamically with its own controller and B_MAX."""
 
     def __init__(self, config: MultiBinConfig, limits: EngineLimits) -> None:
+        refuse_workload_bins(config)  # the simulator computes them before it builds engines (sim/bins.py)
         self.config = config
         self.capacity_tokens = limits.capacity_tokens
         b_min, b_max, sla = config.b_min, config.b_max, limits.d_sla_token
@@ -59,6 +109,7 @@ class MultiBinDynamic(BatchLevel):
         self.edges: list[int] = list(config.edges) if config.edges is not None else [0] * config.bins
         self._keys: list[int] = []  # the sample bins are learned from
         self._lengths: list[int] = []
+        self._sample = 0  # how many of them the values in force were learned from
         self._next = 0
         self.last_bin = -1
         self._by_total = config.bin_key == "total"
@@ -66,6 +117,18 @@ class MultiBinDynamic(BatchLevel):
         self._append = [lane.queue.append for lane in self.lanes]  # each bin's queue.append (the queues stay)
         if config.bin_b_max is not None:
             self._set_b_max(list(config.bin_b_max))
+
+    def bins(self) -> BinEdges:
+        """The edges and per-bin B_MAX in force now, and where they came from."""
+        cfg = self.config
+        return BinEdges(
+            key=cfg.bin_key,
+            edges=list(self.edges),
+            b_max=[lane.b_max for lane in self.lanes],
+            edges_from="configured" if cfg.edges is not None else "online",
+            b_max_from="configured" if cfg.bin_b_max is not None else "online",
+            sample=self._sample,
+        )
 
     def key(self, req: EngineRequest) -> int:
         return req.predicted + (req.prompt if self.config.bin_key == "total" else 0)
@@ -87,6 +150,7 @@ class MultiBinDynamic(BatchLevel):
 
     def _learn(self) -> None:
         keys, lengths = np.asarray(self._keys), np.asarray(self._lengths)
+        self._sample = len(keys)
         if self.config.edges is None:
             self.edges = equal_mass_edges(keys, self.config.bins)
             queued = sorted((r for lane in self.lanes for r in lane.queue), key=lambda r: (r.arrival, r.idx))
@@ -98,6 +162,9 @@ class MultiBinDynamic(BatchLevel):
             self._set_b_max(bin_b_max(self.edges, keys, lengths, self.capacity_tokens, self.config.b_max))
 
     def _set_b_max(self, b_maxes: list[int]) -> None:
+        """Each lane's B_MAX, and its controller's interval clamped to it.  The clamp only lowers the interval: a
+        bin whose B_MAX is relearned higher (online, as its sample grows) keeps the lower interval until its
+        controller climbs back (README: why online edges serve less than the workload's)."""
         for lane, bm in zip(self.lanes, b_maxes, strict=True):
             lane.b_max = bm  # a lane's target is clamped to it by b_mem, whichever controller it follows
             if self.config.controller == "global":
@@ -141,12 +208,17 @@ class MultiBinConfig(DynamicConfig):
     bins: int = Field(default=4, gt=0, le=1024, description="K, the number of bins")
     bin_selection: Literal["round_robin", "longest_queue"] = "round_robin"
     bin_key: BinKey = Field(
-        default="total", description="bin by predicted output length, or by prompt + predicted output (see README)"
+        default="output",
+        description="bin by predicted output length (the method's key), or by prompt + predicted output (see README)",
     )
-    edges: list[int] | None = Field(
-        default=None, description="each bin's lower edge, ascending; unset: learned online from the requests seen"
+    bin_edges: EdgeSource | None = Field(
+        default=None,
+        description="where edges and bin_b_max left unset come from: the whole workload's predicted lengths before "
+        "the run (Algorithm 3, as the method computes them) or learned online from the requests seen; unset: "
+        "workload where it is known in advance (sim, predict, sim-sweep), online in the emulator",
     )
-    bin_b_max: list[int] | None = Field(default=None, description="each bin's B_MAX; unset: learned with the edges")
+    edges: list[int] | None = Field(default=None, description="each bin's lower edge, ascending; unset: from bin_edges")
+    bin_b_max: list[int] | None = Field(default=None, description="each bin's B_MAX; unset: from bin_edges")
     learn_requests: int = Field(default=1024, gt=0, description="how many requests the online edges learn from")
     controller: Controller = Field(
         default="per_bin",
@@ -169,8 +241,26 @@ class MultiBinConfig(DynamicConfig):
 
 
 def workload_bins(config: MultiBinConfig, prompts: np.ndarray, predicted: np.ndarray, capacity: int) -> MultiBinConfig:
-    """Edges and per-bin B_MAX set from a whole workload's predicted lengths, as the method's offline study does."""
+    """Edges (Algorithm 3) and per-bin B_MAX (section 8.2) from a whole workload's predicted lengths, as the method
+    computes them; those already configured are kept."""
     keys = predicted + prompts if config.bin_key == "total" else predicted
-    edges = equal_mass_edges(keys, config.bins)
-    b_maxes = bin_b_max(edges, keys, prompts + predicted, capacity, config.b_max)
+    edges = list(config.edges) if config.edges is not None else equal_mass_edges(keys, config.bins)
+    b_maxes = (
+        list(config.bin_b_max)
+        if config.bin_b_max is not None
+        else bin_b_max(edges, keys, prompts + predicted, capacity, config.b_max)
+    )
     return config.model_copy(update={"edges": edges, "bin_b_max": b_maxes})
+
+
+def workload_bin_edges(config: MultiBinConfig, resolved: MultiBinConfig, sample: int) -> BinEdges:
+    """What `workload_bins` made of `config` (`resolved`), as printed: which values came from the workload."""
+    assert resolved.edges is not None and resolved.bin_b_max is not None
+    return BinEdges(
+        key=resolved.bin_key,
+        edges=list(resolved.edges),
+        b_max=list(resolved.bin_b_max),
+        edges_from="configured" if config.edges is not None else "workload",
+        b_max_from="configured" if config.bin_b_max is not None else "workload",
+        sample=sample,
+    )

@@ -35,9 +35,12 @@ class LoadPattern:
     concurrency: int | None = None
     duration: float | None = None
     barrier: bool = False
+    min_requests: int | None = None  # closed loop: the duration does not stop it before this many sends
 
     def describe(self) -> str:
         bound = f", stopping after {self.duration:g} s" if self.duration else ""
+        if self.min_requests is not None and self.duration is not None:
+            bound = f", until {self.min_requests} requests and {self.duration:g} s"
         if self.offsets is not None:
             return f"open-loop, {len(self.offsets)} scheduled sends{bound}"
         start = ", simultaneous start" if self.barrier else ""
@@ -218,13 +221,18 @@ async def _drive(
         gate = asyncio.Event()
         deadline = t_start + pattern.duration if pattern.duration is not None else None
 
+        floor = pattern.min_requests or 0
+        issued = 0
+
         async def worker() -> None:
+            nonlocal issued
             if pattern.barrier or start_at is not None:  # a shared start (several processes) waits for its instant
                 await gate.wait()
             for req in queue:
                 now = clock.now()
-                if stop.is_set() or (deadline is not None and now >= deadline):
+                if stop.is_set() or (deadline is not None and now >= deadline and issued >= floor):
                     return
+                issued += 1
                 await one(req, now)
 
         workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]

@@ -42,6 +42,14 @@ async def start_monitors(opts: RunOptions, clock: RunClock, info: RunInfo) -> tu
     return scraper, sampler
 
 
+def serving_gpus(opts: RunOptions) -> int | None:
+    """The GPUs the server's throughput is shared by: --gpus as declared, else the embedded emulator's one modelled
+    GPU; None for a server that declared none (the GPUs NVML sees here are the load generator's, not the server's)."""
+    if opts.gpus is not None:
+        return opts.gpus
+    return 1 if opts.sut.get("emulated") else None
+
+
 async def stop_monitors(
     opts: RunOptions, scraper: Any, sampler: Any, cols: RecordColumns, info: RunInfo
 ) -> tuple[ServerMetrics | None, Energy | None]:
@@ -76,7 +84,8 @@ async def stop_monitors(
             tokens,
             sampler.sources(),
             opts.gpu_price_per_hour,
-            opts.gpus or (len(sampler.gpu.handles) or None),
+            serving_gpus(opts),
+            measured_gpus=len(sampler.gpu.handles) or None,
         )
         util = samples.get("cpu_util_pct")
         if util is not None and len(util):

@@ -10,6 +10,8 @@ from infermeter.client.openai_sse import Api
 from infermeter.metrics.summary_model import Summary
 from infermeter.workload.arrivals import ArrivalSpec
 
+MIN_DURATION_POOL = 100_000  # requests drawn for a closed loop bounded by both a count and a time
+
 
 @dataclass
 class RunOptions:
@@ -30,6 +32,8 @@ class RunOptions:
     concurrency: int | None = None
     barrier: bool = False
     warmup: int | None = -1  # -1: the draft's rule; 0 / None: off; N: exactly N requests
+    warmup_workload: str | None = None  # the warm-up's own workload (default: the run's, its shared prefixes included)
+    min_duration: float | None = None  # closed loop: send until both `requests` and this many seconds are reached
     realtime: bool = False  # send from a SCHED_FIFO thread (process_limits.realtime)
     seed: int = 42
     slo: dict[str, float] = field(default_factory=dict)
@@ -40,6 +44,7 @@ class RunOptions:
     ignore_eos: bool = True
     sut: dict[str, Any] = field(default_factory=dict)  # what the embedded emulator declares about itself
     disclosed: dict[str, str] = field(default_factory=dict)  # what the user declared (config.run.Disclosures)
+    software: dict[str, str] = field(default_factory=dict)  # --software NAME=VERSION, name -> version
     progress: bool = True
     deadlines: str | None = None
     # prompts are built to exact length under this tokenizer (after its chat template for chat) and reference counts
@@ -61,6 +66,10 @@ class RunOptions:
         return self.arrivals is not None or (self.trace is not None and self.concurrency is None)
 
     def request_count(self) -> int:
+        if self.min_duration is not None:
+            return max(
+                self.requests or 0, MIN_DURATION_POOL
+            )  # how many the seconds take beyond `requests` is seen live
         if self.requests is not None:
             return self.requests
         if self.duration is None:

@@ -9,7 +9,8 @@ from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.counting import TokenCounting
 from infermeter.load.options import RunOptions
-from infermeter.run_info import PromptMismatch, PromptVerification, Tokenizer
+from infermeter.load.special_tokens import special_tokens_line
+from infermeter.run_info import PromptMismatch, PromptVerification, SpecialTokens, Tokenizer
 from infermeter.workload import ids
 from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
@@ -26,12 +27,14 @@ def prepared(
     *,
     prompter: ExactPrompter,
     rows: Iterable[int] | None = None,
+    prefix_seed: int | None = None,
 ) -> Iterator[PreparedRequest]:
     """Prompts built lazily, one per request, as the driver asks for them: each exactly its workload length under
     the prompter's tokenizer (after its chat template), which is also its reference count.  Ids come from the
-    range at `id_base`; `rows` builds only those requests (a worker's share), each the same as in the whole run."""
+    range at `id_base`; `rows` builds only those requests (a worker's share), each the same as in the whole run.
+    Shared prefixes are drawn from `prefix_seed` (default `seed`): a warm-up gives the run's seed to send the run's."""
     prefixes: dict[int, str] = {}
-    raw = ExactPrompter(prompter.tok, chat=False, seed=seed)
+    raw = ExactPrompter(prompter.tok, chat=False, seed=seed if prefix_seed is None else prefix_seed)
     for i in range(len(requests)) if rows is None else (int(r) for r in rows):
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
@@ -61,10 +64,15 @@ def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[st
     )
 
 
-def tokenizer_block(counting: TokenCounting, prompter: ExactPrompter, per_event: str) -> Tokenizer:
-    """run.json's tokenizer block: the tokenizer, its counting option and why, what each record count holds."""
+def tokenizer_block(
+    counting: TokenCounting, prompter: ExactPrompter, per_event: str, special: SpecialTokens | None = None
+) -> Tokenizer:
+    """run.json's tokenizer block: the tokenizer, its counting option and why, what each record count holds, and the
+    run's special-token handling (load/special_tokens.py; None: not declared)."""
     return counting.block().model_copy(
         update={
+            "special": special,
+            "special_tokens": special_tokens_line(special) if special is not None else None,
             "per_event": per_event,
             "prompts": "exact length after the chat template" if prompter.template else "exact length",
             "chat_template": prompter.template.origin if prompter.template else None,

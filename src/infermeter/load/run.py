@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from infermeter.client.backend import Backend, open_backend
 from infermeter.client.openai_sse import ClientConfig
 from infermeter.errors import UserError
 from infermeter.load.client_health import watched
+from infermeter.load.clock_accuracy import measure_clock
 from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
 from infermeter.load.disclosure import clock_method, round_trip, stream_block
 from infermeter.load.driver import LiveStats, LoadPattern, drive
@@ -19,6 +21,8 @@ from infermeter.load.monitors import start_monitors, stop_monitors
 from infermeter.load.options import RunOptions, RunResult
 from infermeter.load.progress import LiveDisplay
 from infermeter.load.prompts import prepared, tokenizer_block, verify_prompts, workload_for
+from infermeter.load.server_software import disclose_software
+from infermeter.load.special_tokens import special_tokens
 from infermeter.load.stopping import STOP_NOTES, WORKER_LOST, Stopper
 from infermeter.load.warmup import (
     discover_model,
@@ -70,8 +74,9 @@ async def benchmark(opts: RunOptions) -> RunResult:
     pattern = LoadPattern(
         offsets=reqs.arrival_s if opts.open_loop else None,
         concurrency=opts.concurrency,
-        duration=opts.duration,
+        duration=opts.duration if opts.min_duration is None else opts.min_duration,
         barrier=opts.barrier,
+        min_requests=opts.requests if opts.min_duration is not None else None,
     )
     cfg = ClientConfig(
         opts.url,
@@ -104,6 +109,10 @@ async def benchmark(opts: RunOptions) -> RunResult:
         with _cluster(opts, cfg) as cluster:  # a cluster that cannot be reached leaves no half-claimed directory
             claim_run_dir(opts.out, info)  # before the warm-up: a bad --out costs nothing
             info.network = await round_trip(opts.url)
+            info.clock_accuracy, _ = await asyncio.gather(  # together, 3 s at most; once per URL in a process
+                measure_clock(opts, cfg.headers()),  # draft 4.7.2
+                disclose_software(info.sut, opts, cfg.headers()),  # --software and the server's own version
+            )
             with stopper.installed():
                 return await _measure(opts, clock, client, reqs, n, pattern, counting, prompter, info, stopper, cluster)
     finally:
@@ -148,8 +157,8 @@ def _run_info(
         workload=workload,
         load=Load(
             description=_describe_load(opts, pattern),
-            requests=n,
-            duration_s=opts.duration,
+            requests=n if opts.min_duration is None else opts.requests,
+            duration_s=opts.duration if opts.min_duration is None else opts.min_duration,
             concurrency=opts.concurrency,
             barrier=opts.barrier,
             arrivals=workload.arrivals,
@@ -185,9 +194,10 @@ async def _measure(
     if opts.warmup:
         warm_stats = LiveStats()
         async with LiveDisplay(warm_stats, 0, opts.progress, "warm-up"):
-            warm = await warm_up(client, opts, pattern, warm_stats, prompter, stopper.stop, stopper.hard_stop)
+            warm = await warm_up(client, opts, pattern, warm_stats, prompter, stopper.stop, stopper.hard_stop, reqs)
     info.warmup = warm
-    info.tokenizer = tokenizer_block(counting, prompter, client.counting)
+    special = special_tokens(counting, prompter, info.workload, ignore_eos=opts.ignore_eos, extra_body=opts.extra_body)
+    info.tokenizer = tokenizer_block(counting, prompter, client.counting, special)
     info.started_at_clock = clock.now()
     requests_in: Any = prepared(reqs, opts.seed, prompter=prompter)
     if not stopper.stop.is_set():
@@ -205,7 +215,8 @@ async def _measure(
     if stopper.stop.is_set():
         requests_in = []  # stopped during the warm-up: nothing is measured
     per_worker: dict[str, tuple[LiveStats, int]] = {}
-    async with LiveDisplay(stats, n, opts.progress, "benchmark", per_worker):
+    shown = opts.requests if opts.min_duration is not None and opts.requests is not None else n
+    async with LiveDisplay(stats, shown, opts.progress, "benchmark", per_worker):
         if cluster is None:
             with realtime(opts.realtime) as scheduling:
                 async with watched() as probe:
@@ -277,6 +288,7 @@ def _describe_load(opts: RunOptions, pattern: LoadPattern) -> str:
     else:
         text = f"closed-loop concurrency {opts.concurrency}" + (", simultaneous start" if opts.barrier else "")
     text += f", {opts.duration:g} s" if opts.duration else ""
+    text += f", until {opts.requests} requests and {opts.min_duration:g} s" if opts.min_duration else ""
     if opts.workers is not None or opts.cluster is not None:
         from infermeter.distributed.cluster import describe
 

@@ -1,4 +1,6 @@
-"""The draft's warm-up (section 4.5): probes, a warm-up load, and probes until the server is stable."""
+"""The draft's warm-up (section 4.5): probes, a warm-up load, and probes until the server is stable.  The warm-up's
+requests are the run's workload drawn with another seed, opening with the run's own shared prefixes so that a prefix
+cache holds them when the measurement starts (4.5.1 item 4), or another workload's (--warmup-workload)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,16 @@ from infermeter.records import RequestRecord
 from infermeter.run_info import Warmup
 from infermeter.secrets import redact_url
 from infermeter.workload import ids
+from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload.spec import Requests
+from infermeter.workload.standard import resolve
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
 PROBE_INPUT, PROBE_OUTPUT = 32, 16
 PROBE_STABLE = 0.10  # 4.5.2: less than 10% variation across consecutive probes
+MAX_WARMUP = 100_000  # requests: the auto warm-up doubles its draw up to this to reach 10,000 output tokens
 
 
 async def discover_model(config: ClientConfig) -> str:
@@ -58,6 +64,34 @@ async def probe(client: Backend, n: int, prompter: ExactPrompter) -> float | Non
     return rec.token_times[-1] - rec.submitted_at
 
 
+def with_run_prefixes(warm: Requests, run: Requests) -> Requests:
+    """The warm-up's requests opening with the run's shared prefixes: each prefix the run uses at the run's length
+    (its text is built from the run's seed), a prefix the run never sends dropped; the requests' own words stay
+    the warm-up's, so no measured prompt is sent before the measurement."""
+    shared = run.prefix_id >= 0
+    if not np.any(warm.prefix_id >= 0):
+        return warm
+    lengths = np.zeros(int(max(run.prefix_id.max(initial=-1), warm.prefix_id.max(initial=-1))) + 1, dtype=np.int64)
+    used = np.zeros(len(lengths), dtype=bool)
+    lengths[run.prefix_id[shared]] = run.prefix_tokens[shared]
+    used[run.prefix_id[shared]] = True
+    keep = (warm.prefix_id >= 0) & used[np.maximum(warm.prefix_id, 0)]
+    prefix_id = np.where(keep, warm.prefix_id, -1)
+    prefix_tokens = np.where(keep, lengths[np.maximum(warm.prefix_id, 0)], 0)
+    inputs = warm.input_tokens - warm.prefix_tokens + prefix_tokens
+    return Requests(
+        warm.request_class, inputs, warm.output_tokens, prefix_id, prefix_tokens, warm.arrival_s, warm.content
+    )
+
+
+def _draw(opts: RunOptions, n: int, run: Requests | None) -> Requests:
+    """n warm-up requests: from --warmup-workload, else the run's workload with the run's shared prefixes."""
+    if opts.warmup_workload is not None:
+        return build_requests(n, opts.seed + 1, workload=opts.warmup_workload, arrivals=opts.arrivals)[0]
+    reqs, _ = workload_for(opts, n, opts.seed + 1)
+    return reqs if run is None else with_run_prefixes(reqs, run)
+
+
 async def warm_up(
     client: Backend,
     opts: RunOptions,
@@ -66,32 +100,50 @@ async def warm_up(
     prompter: ExactPrompter,
     stop: asyncio.Event | None = None,
     hard_stop: asyncio.Event | None = None,
+    run: Requests | None = None,
 ) -> Warmup:
     """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
-    stable.  Nothing of it reaches the records.  A stop ends it early (its block says so)."""
+    stable.  Nothing of it reaches the records.  A stop ends it early (its block says so).  `run`: the measured
+    requests, whose shared prefixes the warm-up sends."""
     stop = stop or asyncio.Event()
     t0 = time.perf_counter()
     before = await probe(client, 0, prompter)
-    most = workload_size(opts)  # a trace holds so many requests: the warm-up replays at most all of them
+    own = opts.warmup_workload is not None
+    most = workload_size(opts) if not own else MAX_WARMUP  # a trace holds so many requests: at most all of them
     if opts.warmup == -1:
         n = min(WARMUP_MIN_REQUESTS, most)
-        reqs, _ = workload_for(opts, n, opts.seed + 1)
-        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < min(100_000, most):
+        reqs = _draw(opts, n, run)
+        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < min(MAX_WARMUP, most):
             n = min(n * 2, most)
-            reqs, _ = workload_for(opts, n, opts.seed + 1)
+            reqs = _draw(opts, n, run)
         # the shortest head of the workload with both 100 requests and 10,000 output tokens
         enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
         reqs = reqs.head(max(WARMUP_MIN_REQUESTS, enough))
     else:
-        reqs, _ = workload_for(opts, min(int(opts.warmup or 0), most), opts.seed + 1)
+        reqs = _draw(opts, min(int(opts.warmup or 0), most), run)
     warm_pattern = LoadPattern(
         offsets=reqs.arrival_s if pattern.offsets is not None else None,
         concurrency=pattern.concurrency,
         barrier=False,
     )
     records: list[RequestRecord] = []
-    warm_requests = list(prepared(reqs, opts.seed + 1, id_base=ids.WARMUP, prompter=prompter))
-    await drive(client, warm_requests, warm_pattern, records.append, stats, stop, grace_s=5.0, hard_stop=hard_stop)
+    warm_requests = list(
+        prepared(reqs, opts.seed + 1, id_base=ids.WARMUP, prompter=prompter, prefix_seed=None if own else opts.seed)
+    )
+    sent: list[int] = []  # how many were sent (drive tells of each send)
+    await drive(
+        client,
+        warm_requests,
+        warm_pattern,
+        records.append,
+        stats,
+        stop,
+        grace_s=5.0,
+        hard_stop=hard_stop,
+        on_send=lambda _req, _at: sent.append(1),
+    )
+    # the queue drained when every request sent finished on its own: none without a record, none cut off at a stop
+    in_flight = len(sent) - len(records) + sum(r.status == "cancelled" for r in records)
     probes: list[float] = []
     for k in range(1, 11):
         if stop.is_set():
@@ -108,9 +160,15 @@ async def warm_up(
         requests=len(records),
         failed=sum(r.status != "ok" for r in records),
         output_tokens=sum(len(r.token_times) for r in records),
-        queue_drained=not stop.is_set(),
+        queue_drained=in_flight == 0,
+        in_flight_after=in_flight,
         probe_before_s=before,
         probes_after_s=probes,
         stable=len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
         seconds=time.perf_counter() - t0,
+        workload=resolve(opts.warmup_workload).name
+        if own
+        else "the run's workload (another seed), with the run's shared prefixes",
+        shared_prefixes=0 if own or run is None else len(np.unique(reqs.prefix_id[reqs.prefix_id >= 0])),
+        max_input_tokens=int(reqs.input_tokens.max()) if len(reqs) else None,
     )

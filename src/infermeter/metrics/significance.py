@@ -133,3 +133,30 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
     if x.std() == 0 and y.std() == 0:
         return 1.0 if x.mean() == y.mean() else 0.0
     return float(st.ttest_ind(x, y, equal_var=False).pvalue)
+
+
+@dataclass(frozen=True)
+class Difference:
+    diff: float  # mean of b - mean of a
+    lo: float | None  # its 95% CI (Welch-Satterthwaite t); None below two values a side
+    hi: float | None
+    p: float | None  # two-sided Welch t-test; None below two values a side
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Difference:
+    """The difference of two groups' means over repeated runs with its Welch confidence interval and test (no equal
+    variances assumed: two systems' run-to-run spreads seldom match).  A side without values has no mean: the
+    difference is NaN, without the warning numpy gives for the mean of nothing."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not len(x) or not len(y):
+        return Difference(float("nan"), None, None, None)
+    diff = float(y.mean() - x.mean())
+    if len(x) < 2 or len(y) < 2:
+        return Difference(diff, None, None, None)
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    se = float(np.sqrt(va + vb))
+    if se == 0:
+        return Difference(diff, diff, diff, welch_p(x, y))
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    half = float(st.t.ppf(0.5 + level / 2, df) * se)
+    return Difference(diff, diff - half, diff + half, welch_p(x, y))

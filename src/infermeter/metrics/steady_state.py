@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from infermeter.metrics.columns import RecordColumns
+
 RAMP = 0.1  # 5.2.3.2: the first 10% of the duration is ramp-up
 
 
@@ -50,3 +52,66 @@ def completion_ratio(submitted: np.ndarray, finished_ok: np.ndarray) -> float | 
     if len(fin) < 2 or fin[-1] <= fin[0]:
         return 0.0
     return float((len(fin) - 1) / (fin[-1] - fin[0]) / arrival)
+
+
+STABILITY_SLICES = 5
+STABLE_CV = 0.10  # 5.2.3.2: output throughput steady within 10% across the window (as 4.5.2 asks of probes)
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    """A level's steady window (the sending window less its first 10%, 5.2.3.2): the requests sent in it, what was
+    delivered in it per second, and how evenly: output tokens per second in each of STABILITY_SLICES equal slices,
+    and their coefficient of variation (stable at or under STABLE_CV)."""
+
+    start: float
+    end: float
+    sent: np.ndarray  # mask over the run's requests: submitted within [start, end]
+    output_tok_s: float  # output tokens of successful requests received within the window, per second
+    input_tok_s: float  # prompt tokens of the successful requests sent within it, per second
+    req_s: float  # successful requests completed within it, per second
+    slice_tok_s: tuple[float, ...]
+    cv: float | None
+
+    @property
+    def stable(self) -> bool:
+        return self.cv is not None and self.cv <= STABLE_CV
+
+    def describe(self) -> str:
+        cv = "n/a" if self.cv is None else f"{100 * self.cv:.1f}%"
+        return (
+            f"steady window {self.start:.1f}-{self.end:.1f} s (the first {100 * RAMP:g}% of sending excluded): output "
+            f"throughput varies {cv} across {STABILITY_SLICES} slices ({'stable' if self.stable else 'NOT stable'}, "
+            f"<= {100 * STABLE_CV:g}% allowed)"
+        )
+
+
+def steady_window(cols: RecordColumns) -> SteadyWindow:
+    """The steady window of a run's records (successful requests' tokens, sending window less its first 10%)."""
+    submitted, ok = cols.submitted_at, cols.ok
+    tokens = cols.tokens.keep_requests(ok)
+    token_times = tokens.values[: tokens.offsets[-1]]
+    finished, input_tokens = tokens.last(), cols.input_tokens
+    sub = submitted[np.isfinite(submitted)]
+    lo, hi = (float(sub.min()), float(sub.max())) if len(sub) else (0.0, 0.0)
+    a, b = lo + RAMP * (hi - lo), hi
+    sent = (submitted >= a) & (submitted <= b)
+    span = b - a
+    if span <= 0:
+        return SteadyWindow(a, b, sent, 0.0, 0.0, 0.0, (), None)
+    good = token_times
+    edges = np.linspace(a, b, STABILITY_SLICES + 1)
+    counts = np.histogram(good, bins=edges)[0]
+    per_slice = counts / (span / STABILITY_SLICES)
+    mean = float(per_slice.mean())
+    done = ok & np.isfinite(finished) & (finished >= a) & (finished <= b)
+    return SteadyWindow(
+        a,
+        b,
+        sent,
+        output_tok_s=float(counts.sum()) / span,
+        input_tok_s=float(input_tokens[sent & ok].sum()) / span,
+        req_s=float(done.sum()) / span,
+        slice_tok_s=tuple(float(v) for v in per_slice),
+        cv=float(per_slice.std() / mean) if mean > 0 else None,
+    )

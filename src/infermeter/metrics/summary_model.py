@@ -243,6 +243,7 @@ class Energy(Block):
             "gpu_power_w",
             "gpus",
             "gpu_seconds",
+            "output_tok_per_gpu_s",
             "gpu_price_per_hour",
             "cost",
             "cost_per_million_output_tokens",
@@ -259,6 +260,7 @@ class Energy(Block):
     joules_per_output_token: float | None
     gpus: int | None = None
     gpu_seconds: float | None = None
+    output_tok_per_gpu_s: float | None = None  # output tokens per GPU-second: the throughput over --gpus
     gpu_price_per_hour: float | None = None
     cost: float | None = None
     cost_per_million_output_tokens: float | None = None

@@ -6,31 +6,53 @@ from __future__ import annotations
 
 import numpy as np
 
-from infermeter.metrics.comparison import ALPHA, METRICS, MIN_DELTA, MIN_EFFECT, RUN_FIGURES, Comparison, Finding
+from infermeter.metrics.checklist import Finding
+from infermeter.metrics.comparison import ALPHA, METRICS, MIN_DELTA, MIN_EFFECT, RUN_FIGURES, Comparison
 from infermeter.metrics.significance import mean_ci
 from infermeter.report.chart import Chart, Trace
+from infermeter.report.console import itl_name
 from infermeter.report.document import Document, Section
 from infermeter.report.run_charts import cdf_trace
 from infermeter.report.tables import fmt_num, grid
 from infermeter.suites.framework import Table
 
 RULE = (
-    f"significant: the per-request test rejects at {ALPHA:g} after Holm's correction across every test of the "
-    f"comparison, the difference is at least {MIN_EFFECT:.0%} (percentiles, throughput) or |Cliff's delta| >= "
-    f"{MIN_DELTA} (distributions), and it holds run by run (each run of one group beyond each run of the other)"
+    f"significant: the per-request test rejects at {ALPHA:g} after Holm's correction across the tests of this table "
+    "(one family: a run comparison, or one level of suites compared; over N levels the chance of a false call at "
+    f"some level is up to N x {ALPHA:g}), the difference is at least {MIN_EFFECT:.0%} (percentiles, throughput) or "
+    f"|Cliff's delta| >= {MIN_DELTA} (distributions), and it holds run by run (each run of one group beyond each run "
+    "of the other)"
 )
 
 
-def _num(v: float | None, digits: int = 2) -> str:
+def fmt_value(v: float | None, digits: int = 2) -> str:
+    """A figure in a table cell: two decimals below 1000, whole above, "n/a" where there is none."""
     if v is None or not np.isfinite(v):
         return "n/a"
     return f"{v:.{digits}f}" if abs(v) < 1000 else f"{v:.0f}"
 
 
-def _p(p: float) -> str:
-    if not np.isfinite(p):
+def fmt_p(p: float | None) -> str:
+    """A p-value in a table cell: two significant digits, "<1e-4" below, "n/a" where there is none."""
+    if p is None or not np.isfinite(p):
         return "n/a"
     return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
+
+
+def render(table: Table) -> str:
+    """A table as console text: the grid, then its notes."""
+    return grid(table.headers, table.rows, table.caption) + "".join(f"\n  {n}" for n in table.notes)
+
+
+def metric_label(c: Comparison, metric: str) -> str:
+    """A compared metric's label with its unit; the inter-token figure named by the runs' ITL option (the IETF
+    draft, 4.6.3: option A's is the "Time Between Chunks"), both names where the runs' options differ."""
+    if metric in RUN_FIGURES:
+        return RUN_FIGURES[metric]
+    if metric != "itl":
+        return METRICS[metric]
+    names = list(dict.fromkeys(itl_name(option) for option in c.itl_options)) or ["ITL"]
+    return f"{' / '.join(names)} (ms)"
 
 
 def groups_table(c: Comparison) -> Table:
@@ -60,8 +82,8 @@ def _ci(values: list[float]) -> str:
     if m.mean is None:
         return "n/a"
     if m.lo is None or m.hi is None:
-        return f"{_num(m.mean)} (1 run)"
-    return f"{_num(m.mean)} [{_num(m.lo)}, {_num(m.hi)}]"
+        return f"{fmt_value(m.mean)} (1 run)"
+    return f"{fmt_value(m.mean)} [{fmt_value(m.lo)}, {fmt_value(m.hi)}]"
 
 
 def means_table(c: Comparison) -> Table:
@@ -72,26 +94,28 @@ def means_table(c: Comparison) -> Table:
         cells = [_ci([float(np.quantile(r.samples[m], q)) for r in g.runs if len(r.samples[m])]) for m, q in cols]
         cells += [_ci([r.figure(name) for r in g.runs]) for name in RUN_FIGURES]
         rows.append([g.label, str(len(g.runs)), *cells])
-    headers = ["Group", "Runs", *[f"{m.upper()} P{q * 100:g} (ms)" for m, q in cols], *RUN_FIGURES.values()]
+    names = [metric_label(c, m).removesuffix(" (ms)") for m, _ in cols]
+    headers = ["Group", "Runs", *[f"{n} P{q * 100:g} (ms)" for n, (_, q) in zip(names, cols, strict=True)]]
+    headers += list(RUN_FIGURES.values())
     return Table(caption="Repeated runs (draft 6.3): mean over runs [95% CI]", headers=headers, rows=rows)
 
 
 def significance_table(c: Comparison) -> Table:
     rows = []
     for r in c.rows:
-        label = METRICS.get(r.metric) or RUN_FIGURES[r.metric]
-        ci = f" [{_num(r.lo)}, {_num(r.hi)}]" if r.lo is not None else ""
+        label = metric_label(c, r.metric)
+        ci = f" [{fmt_value(r.lo)}, {fmt_value(r.hi)}]" if r.lo is not None else ""
         agree = "n/a (1 run)" if r.runs_agree is None else ("yes" if r.runs_agree else "no")
         rows.append(
             [
                 r.group.split(":")[0],
                 label,
                 r.statistic,
-                _num(r.a),
-                _num(r.b),
+                fmt_value(r.a),
+                fmt_value(r.b),
                 (f"{r.diff:+.2f}" if r.diff is not None else "n/a") + ci,
-                _p(r.p),
-                _p(r.p_adjusted),
+                fmt_p(r.p),
+                fmt_p(r.p_adjusted),
                 r.effect,
                 agree,
                 "significant" if r.significant else "no",
@@ -116,32 +140,39 @@ def significance_table(c: Comparison) -> Table:
         notes=[
             RULE,
             "CIs of P50/P99 differences: percentile bootstrap stratified by run (requests resampled within "
-            "each run). Throughput: one figure per run, Welch's t-test.",
+            "each run). Throughput: one figure per run, Welch's CI and t-test.",
         ],
     )
 
 
 def normalization_table(c: Comparison) -> Table | None:
-    """6.2: tokens per GPU-second and per currency-hour, where the runs declared GPUs and a price."""
+    """6.2: output tokens per GPU-second over each group's declared GPU count (the energy block's figure; computed
+    for runs written before it held one), and per currency unit where a GPU-hour price was declared too; shown
+    where GPUs were declared or the hardware differs."""
+    differ = len({str(r.info.sut.hardware) for g in c.groups for r in g.runs}) > 1
+    if not differ and not any(r.gpus for g in c.groups for r in g.runs):
+        return None
     rows = []
     for g in c.groups:
-        per_gpu, per_money = [], []
-        for r in g.runs:
-            e = r.summary.energy
-            tok_s = r.summary.throughput.output_tok_s
-            if e is not None and e.gpus:
-                per_gpu.append(tok_s / e.gpus)
-                if e.gpu_price_per_hour:
-                    per_money.append(tok_s * 3600 / (e.gpus * e.gpu_price_per_hour))
-        if per_gpu:
-            rows.append([g.label, _ci(per_gpu), _ci(per_money) if per_money else "no price declared"])
-    if not rows:
-        return None
+        per_gpu = [v for r in g.runs if (v := r.tok_per_gpu_s) is not None]
+        if len(per_gpu) < len(g.runs):
+            rows.append([g.label, "not declared (give --gpus)", "n/a", "n/a"])
+            continue
+        per_money = [v * 3600 / r.gpu_price for r in g.runs if r.gpu_price and (v := r.tok_per_gpu_s) is not None]
+        priced = per_money if len(per_money) == len(g.runs) else None
+        gpus = ", ".join(sorted({str(r.gpus) for r in g.runs}))
+        rows.append([g.label, gpus, _ci(per_gpu), _ci(priced) if priced else "no price declared (--gpu-price)"])
+    notes = [
+        "Method: output tokens per GPU-second over the GPUs declared (--gpus; the run's energy block); x 3600 / "
+        "--gpu-price per currency unit."
+    ]
+    if differ:
+        notes.append("The hardware differs between the groups: the IETF draft (section 6.2) compares these figures.")
     return Table(
-        caption="Normalization (draft 6.2): output tokens per GPU-second and per currency-hour",
-        headers=["Group", "tok per GPU-s", "tok per currency unit (GPU-hour price)"],
+        caption="Normalization (the IETF draft, section 6.2): output tokens per GPU-second and per currency-hour",
+        headers=["Group", "GPUs", "tok per GPU-s", "tok per currency unit (GPU-hour price)"],
         rows=rows,
-        notes=["Method: output throughput / GPUs declared (--gpus); x 3600 / (GPUs x --gpu-price)."],
+        notes=notes,
     )
 
 
@@ -149,9 +180,7 @@ def findings_table(findings: list[Finding], caption: str) -> Table:
     return Table(
         caption=caption,
         headers=["Section", "Requirement", "Status", "Reason"],
-        rows=[
-            [f.section + (" MUST" if f.must else ""), f.text, "met" if f.met else "NOT MET", f.reason] for f in findings
-        ],
+        rows=[[f.section + (" MUST" if f.must else ""), f.text, f.status, f.reason] for f in findings],
     )
 
 
@@ -179,8 +208,9 @@ def comparison_charts(c: Comparison, prefix: str = "") -> list[Chart]:
             charts.append(
                 Chart(
                     id=f"{prefix}compare-{metric}-cdf",
-                    title=f"{METRICS[metric]}: share of samples at or above each value (each group's runs pooled)",
-                    x_title=METRICS[metric],
+                    title=f"{metric_label(c, metric)}: share of samples at or above each value (each group's runs "
+                    "pooled)",
+                    x_title=metric_label(c, metric),
                     panels=["share at or above (log)"],
                     y_log=True,
                     traces=traces,
@@ -192,7 +222,7 @@ def comparison_charts(c: Comparison, prefix: str = "") -> list[Chart]:
         y: list[float | str | None] = []
         for metric in ("ttft", "itl", "tpot"):
             p99 = [float(np.quantile(r.samples[metric], 0.99)) for r in g.runs if len(r.samples[metric])]
-            x += [f"{metric.upper()} P99"] * len(p99)
+            x += [f"{metric_label(c, metric).removesuffix(' (ms)')} P99"] * len(p99)
             y += [round(v, 3) for v in p99]
         traces.append(Trace(name=g.label, kind="markers", x=x, y=y))
     charts.append(
@@ -210,14 +240,16 @@ def comparison_charts(c: Comparison, prefix: str = "") -> list[Chart]:
 def comparison_text(c: Comparison, title: str = "") -> str:
     parts = [f"=== infermeter compare{': ' + title if title else ''} ==="]
     for t in comparison_tables(c):
-        parts.append(grid(t.headers, t.rows, t.caption) + "".join(f"\n  {n}" for n in t.notes))
+        parts.append(render(t))
+    if c.notes:
+        parts.append("Notes:\n" + "\n".join(f"- {n}" for n in c.notes))
     if c.limitations:
         parts.append("Limitations:\n" + "\n".join(f"- {lim}" for lim in c.limitations))
     sig = [r for r in c.rows if r.significant]
     verdict = (
         "Significant differences: "
         + "; ".join(
-            f"{r.group.split(':')[0]} {METRICS.get(r.metric) or RUN_FIGURES[r.metric]} {r.statistic.split(' ')[0]} "
+            f"{r.group.split(':')[0]} {metric_label(c, r.metric)} {r.statistic.split(' ')[0]} "
             f"{r.diff:+.2f} ({fmt_num((r.relative or 0) * 100, 1)}%)"
             for r in sig
             if r.diff is not None
@@ -250,7 +282,7 @@ def comparison_document(comparisons: list[tuple[str, Comparison]]) -> Document:
                 title or "Comparison",
                 tables=comparison_tables(c),
                 charts=comparison_charts(c, prefix=f"{i}-"),
-                bullets=[f"limitation: {lim}" for lim in c.limitations],
+                bullets=[*c.notes, *(f"limitation: {lim}" for lim in c.limitations)],
             )
         )
     results = []
@@ -260,13 +292,17 @@ def comparison_document(comparisons: list[tuple[str, Comparison]]) -> Document:
             (f"{title}: " if title else "")
             + (
                 f"{len(sig)} significant difference(s): "
-                + "; ".join(f"{r.group.split(':')[0]} {r.metric.upper()} {r.statistic.split(' ')[0]}" for r in sig)
+                + "; ".join(
+                    f"{r.group.split(':')[0]} {metric_label(c, r.metric)} {r.statistic.split(' ')[0]}" for r in sig
+                )
                 if sig
                 else "no significant difference on any metric"
             )
         )
     compliance = [
-        f"{f.text}: {'met' if f.met else 'NOT MET'} ({f.reason})" for _, c in comparisons for f in c.equivalence
+        f"{(title + ': ') if title else ''}{f.section} {f.text}: {f.status} ({f.reason})"
+        for title, c in comparisons
+        for f in [*c.equivalence, *c.checklist]
     ]
     return Document(
         title="infermeter comparison (IETF draft, section 6)",

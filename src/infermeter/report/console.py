@@ -1,5 +1,5 @@
-"""Console reports in the draft's formats: Table 1 (TTFT), Table 2 (TTFT by input), Table 6 (ITL),
-Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report."""
+"""Console reports in the draft's formats: Table 1 (TTFT), Table 2 (TTFT by input), Table 6 (ITL; Time Between Chunks
+under option A), Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from infermeter.metrics.statistics import PERCENTILES
 from infermeter.metrics.summary_model import Summary
 from infermeter.records import RunInfo, failure_reason
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
-from infermeter.run_info import Tokenizer, Warmup
+from infermeter.run_info import ClockAccuracy, Tokenizer, Warmup
 
 TTFT_BOUND_MS = 500.0  # C.1 "Throughput at P99 TTFT < 500ms"
 ITL_OPTION_NAMES = {
@@ -15,6 +15,22 @@ ITL_OPTION_NAMES = {
     "B": "option B (chunk time given to each of its tokens)",
     "C": "option C (server-reported token times)",
 }
+
+
+def itl_name(option: str) -> str:
+    """What a run's inter-token figure is called under its ITL option: the IETF draft, section 4.6.3, reports option
+    A's inter-chunk times as "Time Between Chunks" rather than ITL."""
+    return "Time Between Chunks" if option == "A" else "ITL"
+
+
+def chunk_sizes(summary: Summary) -> str:
+    """The chunk size distribution the IETF draft (4.6.3) asks to note beside option A's Time Between Chunks."""
+    c = summary.chunking
+    if not c.chunks or c.tokens_per_chunk_mean is None:
+        return "no content chunks"
+    single = f", {fmt_pct(c.single_token_share)} single-token" if c.single_token_share is not None else ""
+    most = f", max {c.tokens_per_chunk_max}" if c.tokens_per_chunk_max is not None else ""
+    return f"mean {c.tokens_per_chunk_mean:.2f} tokens{most}{single} ({c.chunks:,} chunks)"
 
 
 def table1_ttft(summary: Summary) -> str:
@@ -34,18 +50,22 @@ def table2_ttft_by_input(summary: Summary) -> str:
 
 
 def table6_itl(summary: Summary) -> str:
-    s = summary.itl_ms
+    """Table 6; under option A its figures are Time Between Chunks, with the chunk sizes beside them (4.6.3)."""
+    s, name = summary.itl_ms, itl_name(summary.itl_option)
     ratio = s.p99 / s.p50 if s.p50 and s.p99 is not None else None
-    rows = [["ITL Samples", str(s.n)]]
-    rows += [[f"ITL P{p:g}", fmt_ms(s.percentile(p))] for p in PERCENTILES]
-    rows += [["ITL Mean", fmt_ms(s.mean)], ["ITL Std Dev", fmt_ms(s.std)], ["P99/P50 Ratio", fmt_num(ratio)]]
-    return grid(["Metric", "Value"], rows, f"Table 6: ITL Results ({ITL_OPTION_NAMES[summary.itl_option]})")
+    rows = [[f"{name} Samples", str(s.n)]]
+    rows += [[f"{name} P{p:g}", fmt_ms(s.percentile(p))] for p in PERCENTILES]
+    rows += [[f"{name} Mean", fmt_ms(s.mean)], [f"{name} Std Dev", fmt_ms(s.std)], ["P99/P50 Ratio", fmt_num(ratio)]]
+    if summary.itl_option == "A":
+        rows.append(["Chunk sizes", chunk_sizes(summary)])
+    return grid(["Metric", "Value"], rows, f"Table 6: {name} Results ({ITL_OPTION_NAMES[summary.itl_option]})")
 
 
 def table_per_request_itl(summary: Summary) -> str:
-    j, m = summary.jitter_ms, summary.max_pause_ms
+    """Each request's jitter and longest pause, named as Table 6 names the run's figure (4.6.3)."""
+    j, m, name = summary.jitter_ms, summary.max_pause_ms, itl_name(summary.itl_option)
     rows = [[f"P{p:g}", fmt_ms(j.percentile(p)), fmt_ms(m.percentile(p))] for p in (50.0, 95.0, 99.0)]
-    return grid(["Percentile", "Jitter (ITL std)", "Max pause"], rows, "Per-request ITL statistics (5.4.4.2)")
+    return grid(["Percentile", f"Jitter ({name} std)", "Max pause"], rows, f"Per-request {name} statistics (5.4.4.2)")
 
 
 def table8_classes(summary: Summary) -> str:
@@ -91,6 +111,13 @@ def counting_text(block: Tokenizer) -> str:
     return f"Tokens counted with option {method}, {kind}: {block.name or 'not declared'}"
 
 
+def itl_text(summary: Summary) -> str:
+    """How the run's inter-token figure was measured, named as the IETF draft (4.6.3) names it, with option A's chunk
+    size distribution."""
+    text = f"{itl_name(summary.itl_option)} measured with {ITL_OPTION_NAMES[summary.itl_option]}"
+    return text + (f"; chunk sizes {chunk_sizes(summary)}" if summary.itl_option == "A" else "")
+
+
 def client_warning(info: RunInfo) -> str | None:
     """The client-bound warning a report opens with (run.json's client_health), or None."""
     return info.client_health.warning() if info.client_health is not None else None
@@ -108,7 +135,7 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [f"ITL measured with {ITL_OPTION_NAMES[summary.itl_option]}", counting_text(info.tokenizer)]
+    notes = [itl_text(summary), counting_text(info.tokenizer)]
     if not warned and (warning := client_warning(info)) is not None:  # `warned`: the report around it opened with it
         notes.insert(0, warning)
     notes.append(f"Warm-up: {warmup_text(info.warmup)}")
@@ -117,7 +144,7 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
         notes.append("Failed requests: " + ", ".join(f"{n} {reason}" for reason, n in failed.items()))
     notes += disclosure_notes(info)
     notes += info.notes
-    for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
+    for name, s in (("TTFT", summary.ttft_ms), (itl_name(summary.itl_option), summary.itl_ms)):
         notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
     seed = "n/a" if info.workload.seed is None else info.workload.seed
     lines = [
@@ -154,8 +181,8 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
 
 
 def disclosure_notes(info: RunInfo) -> list[str]:
-    """Guardrails and refusals (draft 4.8.1), the clock method (4.7.2), the network round trip (4.7.3) and
-    non-content events before content (5.1.3.1), as the minimum report's notes."""
+    """Guardrails and refusals (draft 4.8.1), the clock method and its measured accuracy (4.7.2), the network round
+    trip (4.7.3) and non-content events before content (5.1.3.1), as the minimum report's notes."""
     sut = info.sut
     notes = [f"Guardrails: {sut.guardrails or 'not declared'}"]
     if info.stream is not None:
@@ -166,7 +193,10 @@ def disclosure_notes(info: RunInfo) -> list[str]:
                 f"{s.non_content_first} responses began with a non-content event (role-only or empty); TTFT is the "
                 "time to the first content token (draft 5.1.3.1)"
             )
-    notes.append(f"Clock synchronization: {sut.clock_sync or 'not declared (draft 4.7.2: give --clock-sync)'}")
+    notes.append(f"Special tokens (draft 4.4.3): {special_text(info.tokenizer)}")
+    notes.append(f"Clock synchronization: {clock_sync_text(info)}")
+    if info.clock_accuracy is not None and not info.clock_accuracy.same_host:
+        notes.append(f"Clock accuracy (draft 4.7.2), measured before the load: {clock_text(info.clock_accuracy)}")
     if info.client is not None and info.client.scheduling is not None:
         notes.append(f"Load generator: the measured load was sent at {info.client.scheduling} (--realtime)")
     net = info.network
@@ -175,6 +205,48 @@ def disclosure_notes(info: RunInfo) -> list[str]:
             f"Network RTT: median {net.rtt_ms_median:.3f} ms ({net.method}); reported, not subtracted from TTFT"
         )
     return notes
+
+
+def special_text(block: Tokenizer) -> str:
+    """The run's special-token declaration in one line (run.json's tokenizer.special; an earlier run's one sentence)."""
+    if block.special is not None:
+        return block.special.line()
+    return block.special_tokens or "not declared"
+
+
+def clock_sync_text(info: RunInfo) -> str:
+    """The clock synchronization as declared (--clock-sync, one clock on loopback), else measured (its line follows),
+    else not declared."""
+    if info.sut.clock_sync:
+        return info.sut.clock_sync
+    ca = info.clock_accuracy
+    if ca is not None and not ca.same_host and ca.method() is not None:
+        return f"measured (below): {ca.method()}"
+    return "not declared (draft 4.7.2: give --clock-sync)"
+
+
+def clock_text(ca: ClockAccuracy) -> str:
+    """What was measured of the clocks' agreement, with its figures: the client's NTP daemon, the Date bound."""
+    parts = []
+    if ca.ntp is not None:
+        n = ca.ntp
+        parts.append(
+            f"{n.source}: the client's clock within {n.accuracy_ms:.2f} ms of {n.reference or 'its reference'}"
+            if n.accuracy_ms is not None
+            else f"{n.source}: the client's clock is not synchronised"
+        )
+    if ca.date is not None:
+        d = ca.date
+        rtt = f", RTT {d.rtt_ms_min:.2f} ms" if d.rtt_ms_min is not None else ""
+        parts.append(
+            f"server clock - client clock in [{d.offset_lo_ms:+.1f}, {d.offset_hi_ms:+.1f}] ms ({d.probes} HTTP Date "
+            f"probes{rtt}{'; ' + d.note if d.note else ''})"
+        )
+    if ca.unavailable:
+        parts.append(f"not measured: {'; '.join(ca.unavailable)}")
+    if ca.note:
+        parts.append(ca.note)
+    return "; ".join(parts) or ca.method() or "nothing measured"
 
 
 def warmup_text(warmup: Warmup) -> str:
@@ -248,14 +320,16 @@ def comparison_table(named: list[tuple[str, Summary]]) -> str:
     def ms(metric: str, stat: str) -> list[str]:
         return [fmt_ms(s.latency(metric).value(stat)) for _, s in named]
 
+    itl = " / ".join(sorted({itl_name(s.itl_option) for _, s in named}))  # runs under options A and B: both names
+
     rows = [
         ["Requests (ok)", *[f"{s.requests.total} ({s.requests.ok})" for _, s in named]],
         ["Output throughput", *[f"{s.throughput.output_tok_s:.1f} tok/s" for _, s in named]],
         ["Request throughput", *[f"{s.throughput.req_s:.3f} req/s" for _, s in named]],
         ["TTFT P50", *ms("ttft", "p50")],
         ["TTFT P99", *ms("ttft", "p99")],
-        ["ITL P50", *ms("itl", "p50")],
-        ["ITL P99", *ms("itl", "p99")],
+        [f"{itl} P50", *ms("itl", "p50")],
+        [f"{itl} P99", *ms("itl", "p99")],
         ["TPOT P50", *ms("tpot", "p50")],
         ["TPOT P99", *ms("tpot", "p99")],
         ["E2E P99", *ms("e2e", "p99")],
@@ -327,6 +401,8 @@ def server_table(summary: Summary) -> str:
             ]
         )
         rows += [[f"  {n}", ""] for n in e.notes]
+        if e.output_tok_per_gpu_s is not None and e.gpus:
+            rows.append(["Output tokens per GPU-second", f"{e.output_tok_per_gpu_s:.1f} (over {e.gpus} GPUs)"])
         if e.cost_per_million_output_tokens is not None and e.gpus and e.gpu_seconds is not None:
             rows.append(
                 [

@@ -45,10 +45,10 @@ def _configuration(info: RunInfo, summary: Summary) -> Section:
             f"Requests: {summary.requests.total}; measurement window {summary.duration_s:.1f} s",
             f"Warm-up: {console.warmup_text(info.warmup)}",
             console.counting_text(info.tokenizer),
-            f"ITL measured with {console.ITL_OPTION_NAMES[summary.itl_option]}",
+            console.itl_text(summary),
             f"Prefix caching: {info.sut.prefix_caching or 'not declared'}; guardrails: "
             f"{info.sut.guardrails or 'not declared'}",
-            f"Clock: {info.clock}; synchronization: {info.sut.clock_sync or 'not declared'}",
+            f"Clock: {info.clock}; synchronization: {console.clock_sync_text(info)}",
         ],
     )
 
@@ -62,7 +62,7 @@ def _results(summary: Summary) -> Section:
     bullets = [
         pair("TTFT", summary.ttft_ms),
         pair("TPOT", summary.tpot_ms),
-        pair("ITL", summary.itl_ms),
+        pair(console.itl_name(summary.itl_option), summary.itl_ms),
         pair("E2E", summary.e2e_ms),
         f"Output throughput: {t.output_tok_s:.1f} tok/s; request throughput {t.req_s:.3f} req/s",
         f"Success: {r.ok} of {r.total} requests ({fmt_pct(r.success_rate)})",
@@ -94,7 +94,7 @@ def run_tables(summary: Summary) -> list[Table]:
 def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordColumns) -> Document:
     """The full report of one run directory."""
     notes = [f"Warm-up: {console.warmup_text(info.warmup)}", *console.disclosure_notes(info), *info.notes]
-    for name, s in (("TTFT", summary.ttft_ms), ("ITL", summary.itl_ms)):
+    for name, s in (("TTFT", summary.ttft_ms), (console.itl_name(summary.itl_option), summary.itl_ms)):
         notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
     warning = console.client_warning(info)
     return Document(

@@ -15,6 +15,7 @@ from infermeter.metrics.latency import itl, max_pause, token_times, ttft
 from infermeter.metrics.modality import modality
 from infermeter.metrics.summary_model import Summary
 from infermeter.report.chart import Chart, Mark, Trace
+from infermeter.report.console import itl_name
 
 CDF_POINTS = 1000
 MAX_BINS = 60
@@ -131,7 +132,8 @@ def _in_bucket(tokens: np.ndarray, label: str) -> np.ndarray:
 
 
 def itl_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
-    """The ITL distribution (binned; zero gaps of chunked delivery in their own bin) with the modality verdict."""
+    """The ITL distribution (binned; zero gaps of chunked delivery in their own bin) with the modality verdict; under
+    option A it is the Time Between Chunks (the IETF draft, 4.6.3)."""
     samples = itl(cols, summary.itl_option).values * 1000
     if not len(samples):
         return None
@@ -140,8 +142,8 @@ def itl_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
     marks = [Mark(label=f"P{p}", x=round(v, 3)) for p, v in (("50", s.p50), ("99", s.p99)) if v is not None]
     return Chart(
         id="itl-distribution",
-        title=f"ITL distribution ({len(samples):,} gaps)",
-        x_title="ITL (ms)",
+        title=f"{itl_name(summary.itl_option)} distribution ({len(samples):,} gaps)",
+        x_title=f"{itl_name(summary.itl_option)} (ms)",
         panels=["gaps"],
         traces=[histogram_trace("gaps", samples)],
         marks=marks,

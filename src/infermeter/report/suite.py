@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infermeter.report.console import ITL_OPTION_NAMES, counting_text, warmup_text
+from infermeter.report.console import ITL_OPTION_NAMES, counting_text, itl_name, warmup_text
 from infermeter.report.document import Section
 from infermeter.report.tables import grid
 from infermeter.run_info import RunInfo
@@ -35,6 +35,33 @@ def _system(infos: Sequence[RunInfo]) -> list[str]:
     ]
 
 
+def _span(values: Sequence[int | None]) -> str:
+    got = sorted(v for v in values if v is not None)
+    return "?" if not got else f"{got[0]:,}" if got[0] == got[-1] else f"{got[0]:,}-{got[-1]:,}"
+
+
+def _warmups(infos: Sequence[RunInfo]) -> str:
+    """Every run's warm-up in one line: how many were warmed up and how much, and any cold start (4.5.3)."""
+    if len(infos) == 1:
+        return warmup_text(infos[0].warmup)
+    warm = [i.warmup for i in infos if i.warmup.done and not i.warmup.cold_start]
+    cold = sum(bool(i.warmup.cold_start) for i in infos)
+    parts = []
+    if warm:
+        own = sorted({w.workload for w in warm if w.workload})
+        parts.append(
+            f"done in {len(warm)} of {len(infos)} runs ({_span([w.requests for w in warm])} requests, "
+            f"{_span([w.output_tokens for w in warm])} output tokens"
+            + (f"; sent: {'; '.join(own)}" if own else "")
+            + ")"
+        )
+    if cold:
+        parts.append(f"none in {cold} of {len(infos)}: COLD START measured (draft 4.5.3)")
+    if left := len(infos) - len(warm) - cold:
+        parts.append(f"not completed in {left} of {len(infos)}")
+    return "; ".join(parts)
+
+
 def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
     first = infos[0]
     lines = [
@@ -45,11 +72,12 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
         f"- Runs: {len(infos)}; load per run: {_distinct([i.load.description for i in infos][:3])}"
         + (" ..." if len({i.load.description for i in infos}) > 3 else ""),
         f"- Requests per run: {_distinct([i.load.requests for i in infos])}",
-        f"- Warm-up: {warmup_text(first.warmup)}",
+        f"- Warm-up: {_warmups(infos)}",
         f"- Prefix caching: {_distinct([i.sut.prefix_caching for i in infos])}",
         f"- Guardrails: {_distinct([i.sut.guardrails for i in infos])}",
         f"- {counting_text(first.tokenizer)}",
-        f"- ITL measured with {_distinct([ITL_OPTION_NAMES[i.itl_option] for i in infos])}",
+        f"- {' / '.join(sorted({itl_name(i.itl_option) for i in infos}))} measured with "
+        f"{_distinct([ITL_OPTION_NAMES[i.itl_option] for i in infos])}",
         f"- Clock: {first.clock}; synchronization: {_distinct([i.sut.clock_sync for i in infos])}",
     ]
     rtt = [i.network.rtt_ms_median if i.network is not None else None for i in infos]

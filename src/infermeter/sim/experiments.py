@@ -22,8 +22,8 @@ from infermeter.engine.batching import DynamicNoBinsConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.multi_bin import MultiBinConfig, workload_bins
 from infermeter.engine.registry import scheduler_config
-from infermeter.engine.request import predict_lengths
 from infermeter.errors import UserError
+from infermeter.sim.bins import predicted_outputs
 from infermeter.sim.run import sim_block
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.workload.spec import Requests
@@ -191,10 +191,8 @@ def method_config(base: EngineConfig, exp: Experiment, requests: Requests, seed:
     assert isinstance(mb, MultiBinConfig), "a sweep's base engine runs multi_bin_dynamic"
     if exp.method == "multi_bin_dynamic":
         prompts = requests.input_tokens.astype(np.int64)
-        outputs = np.maximum(requests.output_tokens.astype(np.int64), 1)
-        predicted = predict_lengths(outputs, base.prediction_noise, seed)
         k_bins = mb.model_copy(update={"bins": exp.bins, "edges": None, "bin_b_max": None})
-        scheduler = workload_bins(k_bins, prompts, predicted, base.capacity())
+        scheduler = workload_bins(k_bins, prompts, predicted_outputs(requests, base, seed), base.capacity())
     elif exp.method == "dynamic_no_bins":
         scheduler = DynamicNoBinsConfig(b_min=mb.b_min, b_max=mb.b_max, epsilon=mb.epsilon)
     else:

@@ -2,9 +2,10 @@
 
 At each load level (section 7.2: BurstGPT's 0.27 req/s scaled 100x, 10x, 1x) the same requests run through the
 single-queue methods (static FIFO, dynamic batching without bins) and multi-bin dynamic batching with K bins, its
-SLA controllers per bin or one shared by all bins, binned by predicted output length (the paper's key) and by prompt
-+ predicted output (infermeter's).  Each method also gets the section 9.4 capacities, found by bisection over the
-arrival rate.  A verdict compares figures with a margin: a difference under MARGIN is no difference.
+SLA controllers per bin or one shared by all bins, binned by predicted output length (the method's key, the default)
+and by prompt + predicted output, each with Algorithm 3's edges over the level's workload.  Each method also gets
+the section 9.4 capacities, found by bisection over the arrival rate.  A verdict compares figures with a margin: a
+difference under MARGIN is no difference.
 """
 
 from __future__ import annotations

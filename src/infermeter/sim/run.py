@@ -15,6 +15,7 @@ import numpy as np
 
 from infermeter import __version__
 from infermeter.engine.config import EngineConfig
+from infermeter.engine.multi_bin import BinEdges
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.columns import Ragged
 from infermeter.metrics.fluidity import parse_deadlines
@@ -23,6 +24,7 @@ from infermeter.metrics.summary import KnownItl
 from infermeter.metrics.summary_model import Sim, Summary
 from infermeter.records import RunInfo, claim_run_dir, out_error, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
+from infermeter.sim.bins import plan_bins
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
 from infermeter.units import MS_PER_S
@@ -265,28 +267,36 @@ def simulate_run(
     progress: Callable[[int], None] | None = None,
     chunk: int = CHUNK,
     timings: dict[str, float] | None = None,
+    bins: list[BinEdges] | None = None,
 ) -> Summary:
     """Simulate and write the run directory as the simulation goes: records leave memory as requests finish
     (`sim.stream`), so memory holds per-request arrays, not every record, and the simulation's own arrays are let
     go before the summary is computed.  The same files as `simulate` followed by `write_sim_run`.  `timings`, when
     given, gets the wall seconds of the simulation (records streamed included), of sealing records.parquet and of
-    the summary."""
+    the summary; `bins`, the edges multi-bin dynamic batching ran with (run.json holds those set before the run)."""
     t0 = time.perf_counter()
+    planned = plan_bins(config, requests, seed)  # once: run.json holds the bins resolved before the run
+    config = planned.config
     total = expected_tokens(requests, config)
     mode = token_mode(token_times, total, token_limit)
     claim_run_dir(run_dir, _run_info(config, engines, len(requests), declaration, mode, slo, deadlines, concurrency))
     with _on_disk(run_dir):
         stream = RecordStream(requests, run_dir, mode, chunk)
-        out = simulate(requests, config, engines, seed, progress=progress, concurrency=concurrency, sink=stream)
+        out = simulate(
+            requests, config, engines, seed, progress=progress, concurrency=concurrency, sink=stream, planned=planned
+        )
         assert int(out.ends.count.sum()) == total, "the simulation emitted other tokens than its workload asked for"
         t1 = time.perf_counter()
         streamed = stream.seal()
         del stream
         t2 = time.perf_counter()
         sim, sent, rejected = sim_block(out), out.sent, out.rejected
+        used = out.bins
         del out
         summary = _summary(sim, requests, sent, rejected, streamed, slo, deadlines)
         write_summary(run_dir, summary)
     if timings is not None:
         timings.update(simulation=t1 - t0, records=t2 - t1, summary=time.perf_counter() - t2)
+    if bins is not None and used is not None:
+        bins.append(used)
     return summary

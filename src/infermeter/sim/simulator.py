@@ -24,8 +24,10 @@ import numpy as np
 
 from infermeter.engine.config import EngineConfig, build_engines
 from infermeter.engine.core import EngineCore
-from infermeter.engine.request import EngineRequest, predict_lengths
+from infermeter.engine.multi_bin import BinEdges, MultiBinDynamic
+from infermeter.engine.request import EngineRequest
 from infermeter.engine.step import Step, emission_runs
+from infermeter.sim.bins import PlannedBins, plan_bins
 from infermeter.sim.tokens import Emissions, TokenEnds, TokenLog
 from infermeter.workload.spec import Requests
 
@@ -83,6 +85,7 @@ class SimOutcome:
     peak_kv_usage: float
     end_time: float
     sent: np.ndarray  # when each request left the client: its arrival, or in a closed loop a completion's time
+    bins: BinEdges | None = None  # multi-bin dynamic batching's edges and per-bin B_MAX, and how they were obtained
 
     def served(self) -> np.ndarray:
         """True for requests the engines served (not rejected)."""
@@ -100,13 +103,16 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     concurrency: int | None = None,
     sink: EmissionSink | None = None,
+    planned: PlannedBins | None = None,
 ) -> SimOutcome:
     """Run every request through the engine model to completion; returns the emissions and seed metrics.
 
     Open loop, requests are sent at their arrival times; with `concurrency` C (a closed loop) the first C are sent
     at 0 and each completion sends the next in workload order.  A request reaches an engine `config.api_overhead`
     after it is sent (what a live server's HTTP path adds), so TTFT and E2E include it.  With a `sink`, emission
-    rows go to it as requests finish and `emissions` is None.
+    rows go to it as requests finish and `emissions` is None.  `planned`: what sim.bins.plan_bins made of `config`
+    for these requests and `seed` (a caller that needs the resolved configuration before the run, as simulate_run
+    does for run.json, plans once and passes it); planned here when None.
     """
     n = len(requests)
     overhead = config.api_overhead
@@ -126,7 +132,8 @@ def simulate(
     outputs = requests.output_tokens.astype(np.int64, copy=False)
     if n and outputs.min() < 1:
         outputs = np.maximum(outputs, 1)
-    predicted = predict_lengths(outputs, config.prediction_noise, seed)
+    plan = planned if planned is not None else plan_bins(config, requests, seed)  # multi-bin: Algorithm 3
+    config, bins, predicted = plan.config, plan.bins, plan.predicted
     classes = requests.request_class
     pool = build_engines(config, engines)
     whole = TokenLog() if sink is None else None  # every row, kept until the end
@@ -285,6 +292,8 @@ def simulate(
     assert not unfinished, "simulation ended with work left in an engine"
     emissions = whole.rows(n) if whole is not None else None
     ends = emissions.ends() if emissions is not None else log.close()  # type: ignore[union-attr]
+    if bins is None and isinstance(shared_queue, MultiBinDynamic):  # learned online: the values in force at the end
+        bins = shared_queue.bins()
     return SimOutcome(
         requests=requests,
         config=config,
@@ -303,6 +312,7 @@ def simulate(
         peak_kv_usage=max(e.memory.peak / e.memory.total if e.memory.total else 0.0 for e in pool),
         end_time=now,
         sent=sent,
+        bins=bins,
     )
 
 

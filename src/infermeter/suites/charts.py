@@ -15,16 +15,22 @@ LABEL = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
 
 
 def percentile_traces(
-    x: Sequence[float], summaries: Sequence[Summary], metric: str, row: int = 1, ps: Sequence[float] = PERCENTILES
+    x: Sequence[float],
+    summaries: Sequence[Summary],
+    metric: str,
+    row: int = 1,
+    ps: Sequence[float] = PERCENTILES,
+    name: str | None = None,
 ) -> list[Trace]:
-    """One line per percentile of `metric` (ttft, tpot, itl, e2e) over the runs, in ms, against `x`."""
+    """One line per percentile of `metric` (ttft, tpot, itl, e2e) over the runs, in ms, against `x`; `name` replaces
+    the metric's label (option A's "Time Between Chunks" for itl)."""
     out = []
     for p in ps:
         y = [s.latency(metric).percentile(p) for s in summaries]
         y = [round(v, 3) if v is not None else None for v in y]
         out.append(
             Trace(
-                name=f"{LABEL[metric]} P{p:g}",
+                name=f"{name or LABEL[metric]} P{p:g}",
                 kind="lines+markers",
                 x=[round(v, 3) for v in x],
                 y=y,

@@ -65,6 +65,16 @@ def at_least(level: str, section: str, text: str, have: float, need: float, unit
     return requirement(level, section, text, have >= need, f"{have:g} {unit} (the draft asks for >= {need:g})")
 
 
+def headline(figures: dict[str, Any], units: dict[str, str]) -> dict[str, str]:
+    """The figures a comparison of suites holds side by side (`units`: name or name prefix -> unit), those present."""
+    out = {}
+    for name in figures:
+        unit = units.get(name) or next((u for k, u in units.items() if k.endswith("_") and name.startswith(k)), None)
+        if unit is not None and isinstance(figures[name], int | float) and not isinstance(figures[name], bool):
+            out[name] = unit
+    return out
+
+
 def success(run: Run) -> str:
     return fmt_pct(run.summary.requests.success_rate)
 

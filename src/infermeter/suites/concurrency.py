@@ -15,7 +15,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.columns import RecordColumns
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.charts import search_chart
-from infermeter.suites.common import requirement
+from infermeter.suites.common import headline, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.search import bisect
@@ -23,6 +23,7 @@ from infermeter.suites.throughput import small_engine
 
 OOM = re.compile(r"out of memory|\bOOM\b|CUDA error|KV cache (is )?full|insufficient memory", re.IGNORECASE)
 COMPLETION = 0.99
+MIN_SECONDS, MIN_PER_SLOT = 60.0, 100  # 5.5.3 c: at least 60 s or 100 completions per slot, whichever is longer
 
 
 def oom_errors(cols: RecordColumns) -> int:
@@ -55,10 +56,14 @@ class CapacityParams(SuiteParams):
     input_tokens: Annotated[int, Flag("prompt length (fixed)", checks.integer(1, 1_000_000))] = 256
     output_tokens: Annotated[int, Flag("fixed output length (the draft: e.g. 256)", checks.integer(1, 100_000))] = 256
     completions_per_slot: Annotated[
-        int, Flag("requests per slot at each level (the draft: >= 100)", checks.integer(1, 10_000))
+        int, Flag("requests per slot at each level, at least (the draft: >= 100)", checks.integer(1, 10_000))
     ] = 100
+    duration: Annotated[
+        float,
+        Flag("seconds per level, at least (the draft: 60 s or 100 per slot, whichever is longer)", checks.SECONDS),
+    ] = 60.0
 
-    QUICK: ClassVar[dict[str, Any]] = {"output_tokens": 32, "completions_per_slot": 3, "ttft_p99": 500.0}
+    QUICK: ClassVar[dict[str, Any]] = {"completions_per_slot": 3, "duration": 3.0}
 
 
 class Probe:
@@ -96,9 +101,15 @@ class CapacitySuite:
             n = int(c)
             cfg = lab.config(
                 workload={"input_tokens": params.input_tokens, "output_tokens": params.output_tokens},
-                load={"concurrency": n, "requests": n * params.completions_per_slot, "barrier": True},
+                load={
+                    "concurrency": n,
+                    "requests": n * params.completions_per_slot,
+                    "min_duration": params.duration,
+                    "barrier": True,
+                },
             )
-            probe = Probe(n, lab.run(f"concurrency-{n}", f"concurrency {n}", cfg), params)
+            run = lab.run(f"concurrency-{n}", f"concurrency {n}", cfg, level=f"probe {len(probes) + 1}")
+            probe = Probe(n, run, params)
             probes.append(probe)
             return not probe.why
 
@@ -144,34 +155,72 @@ class CapacitySuite:
             [(float(p.concurrency), p.run.summary, p.why) for p in probes],
             params.ttft_p99,
         )
-        return Analysis(tables=[table], findings=findings, figures=figures, charts=[chart])
+        units = {"max_concurrency": "requests", "output_tok_s": "tok/s", "tokens_in_flight": "tokens"}
+        return Analysis(
+            tables=[table], findings=findings, figures=figures, headline=headline(figures, units), charts=[chart]
+        )
 
     def requirements(
         self, probes: list[Probe], analysis: Analysis, params: CapacityParams, quick: bool
     ) -> list[Requirement]:
-        short = [p for p in probes if p.run.summary.duration_s < 60 and p.run.summary.requests.ok < 100 * p.concurrency]
-        bracketed = (
-            analysis.figures.get("max_concurrency") is not None and analysis.figures.get("first_failure") is not None
-        )
+        short = [p for p in probes if too_short(p)]
+        best, failed = analysis.figures.get("max_concurrency"), analysis.figures.get("first_failure")
+        bracketed = isinstance(best, int) and isinstance(failed, int) and failed - best <= 1
+        apart = [p.concurrency for p in probes if not p.run.info.load.barrier]
+        lengths = [p for p in probes if not fixed_output(p.run.columns())]
         return [
             requirement(
                 "MUST",
                 "5.5.3",
-                "each level runs >= 60 s or 100 completions per slot, whichever is longer",
-                not short,
-                "every level" if not short else f"{len(short)} levels shorter",
+                "each level runs >= 60 s and >= 100 completions per slot (whichever is longer)",
+                bool(probes) and not short,
+                "every level"
+                if probes and not short
+                else "; ".join(
+                    f"concurrency {p.concurrency}: {p.run.summary.duration_s:.1f} s, "
+                    f"{p.run.summary.requests.ok / p.concurrency:.1f} completions per slot"
+                    for p in short[:3]
+                )
+                or "no levels",
             ),
             requirement(
                 "MUST",
                 "5.5.3",
                 "binary search to convergence",
                 bracketed,
-                "a passing level next to a failing one" if bracketed else "not bracketed",
+                f"{best} passed, {failed} failed" if bracketed else f"not converged (passed {best}, failed {failed})",
             ),
             requirement(
-                "SHOULD", "5.5.2", "a fixed output length", True, f"{params.output_tokens} tokens, EOS ignored"
+                "MUST",
+                "5.5.3",
+                "each level's first [concurrency] requests submitted simultaneously",
+                bool(probes) and not apart,
+                "released through a barrier at every level (run.json)"
+                if not apart
+                else f"no barrier at concurrency {', '.join(map(str, apart))}",
+            ),
+            requirement(
+                "SHOULD",
+                "5.5.2",
+                "a fixed output length",
+                bool(probes) and not lengths,
+                f"every successful request returned its {params.output_tokens} tokens (EOS ignored)"
+                if not lengths
+                else f"replies of other lengths at concurrency {', '.join(str(p.concurrency) for p in lengths)}",
             ),
         ]
+
+
+def too_short(probe: Probe) -> bool:
+    """5.5.3 c: a level runs for at least 60 seconds and at least 100 completions per slot, whichever is longer."""
+    s = probe.run.summary
+    return s.duration_s < MIN_SECONDS or s.requests.ok < MIN_PER_SLOT * probe.concurrency
+
+
+def fixed_output(cols: RecordColumns) -> bool:
+    """Every successful request's reply has exactly the length it asked for."""
+    ok = cols.ok
+    return bool(ok.any()) and bool(np.all(cols.output_tokens[ok] == cols.max_tokens[ok]))
 
 
 SUITE = CapacitySuite()

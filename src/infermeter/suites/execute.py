@@ -4,6 +4,7 @@ keep the result as suite.json beside the runs."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,16 @@ from infermeter.suites.framework import SUITE_JSON, Suite, SuiteParams, SuiteRes
 from infermeter.suites.lab import Lab
 
 SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite
+REPEAT = "repeat-"  # `infermeter test NAME --repeat N` keeps each repeat as a whole suite directory, OUT/repeat-K
+
+
+def repeat_dirs(path: Path) -> list[Path]:
+    """The repeat directories of a suite run with --repeat (repeat-K, K in ASCII digits), in order (none: `path` is
+    no such directory); "repeat-²" is not one (str.isdigit takes it, int() does not)."""
+    if not path.is_dir():
+        return []
+    found = [(p.name.removeprefix(REPEAT), p) for p in path.iterdir() if p.name.startswith(REPEAT) and p.is_dir()]
+    return [p for k, p in sorted((int(k), p) for k, p in found if re.fullmatch(r"[0-9]+", k))]
 
 
 def claim_suite_dir(out: Path, settings: dict[str, Any], what: str) -> bool:

@@ -68,6 +68,9 @@ class Analysis(BaseModel):
     tables: list[Table] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)
     figures: dict[str, int | float | str | bool | None] = Field(default_factory=dict)
+    # the figures a comparison of two suites of this test holds side by side, each with its unit ("tok/s", "ms",
+    # "req/s", "share", ...): the test's results, not its inputs or the fits' bookkeeping
+    headline: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     plots: list[str] = Field(default_factory=list)  # drawn in text for the console (histograms, curves)
     charts: list[Chart] = Field(default_factory=list)  # drawn by the HTML report; kept in suite.json

@@ -16,12 +16,13 @@ from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.columns import RecordColumns
-from infermeter.suites.common import requirement
+from infermeter.suites.common import headline, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.workload.distributions import MAX_LENGTH
 
 REFERENCE = "exo bench's methodology"
+SIMULTANEOUS_MS = 10.0  # a batch's sends within this of each other start "at the same instant"
 LENGTHS = checks.int_list(1, MAX_LENGTH)
 
 
@@ -196,7 +197,8 @@ class GridSuite:
             ],
         )
         findings = [f"{len(measured)} cells x {params.repeat} repeats, every batch released together (barrier)"]
-        return Analysis(tables=[table], findings=findings, figures=figures)
+        units = {name: "tok/s" for name in figures}
+        return Analysis(tables=[table], findings=findings, figures=figures, headline=headline(figures, units))
 
     def requirements(
         self, measured: dict[Cell, list[Run]], analysis: Analysis, params: GridParams, quick: bool
@@ -206,6 +208,9 @@ class GridSuite:
         short = sum(int(np.sum(r.columns().ok & (r.columns().output_tokens < r.columns().max_tokens))) for r in runs)
         full = short == 0
         eos = all(r.info.client is not None and r.info.client.ignore_eos for r in runs)
+        spread = max((start_spread_ms(r) for r in runs), default=float("nan"))
+        barrier = all(r.info.load.barrier for r in runs)
+        together = bool(runs) and barrier and spread <= SIMULTANEOUS_MS
         return [
             requirement(
                 "MUST",
@@ -229,10 +234,19 @@ class GridSuite:
                 "MUST",
                 "exo: concurrency",
                 "a batch's requests start at the same instant",
-                True,
-                "closed loop released through a barrier",
+                together,
+                f"released through a barrier; the widest batch's sends {spread:.2f} ms apart (<= {SIMULTANEOUS_MS:g} "
+                "allowed)"
+                if barrier
+                else "some batches were not released through a barrier",
             ),
         ]
+
+
+def start_spread_ms(run: Run) -> float:
+    """How far apart a batch's requests were sent: the first to the last submission, in ms."""
+    sub = run.columns().submitted_at
+    return float(sub.max() - sub.min()) * 1000 if len(sub) else 0.0
 
 
 SUITE = GridSuite()

@@ -1,5 +1,6 @@
-"""Inter-Token Latency Distribution (the IETF draft, section 5.4): at 25/50/75/90% of saturation, Table 6, the
-per-request jitter and maximum-pause distributions, the P99/P50 tail ratio and a modality verdict per level."""
+"""Inter-Token Latency Distribution (the IETF draft, section 5.4): at 25/50/75/90% of saturation (given, a throughput
+test's, or the embedded emulator's measured by a capacity probe), Table 6, the per-request jitter and maximum-pause
+distributions, the P99/P50 tail ratio, and per level a modality verdict and the tail's class (exponential or heavy)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
-from infermeter.metrics.latency import itl
+from infermeter.metrics.latency import content_chunks, itl, token_times
 from infermeter.metrics.modality import METHOD, modality
+from infermeter.metrics.tail import METHOD as TAIL_METHOD
+from infermeter.metrics.tail import tail_shape
 from infermeter.report.chart import Chart, Trace
-from infermeter.report.console import ITL_OPTION_NAMES, table6_itl
+from infermeter.report.console import ITL_OPTION_NAMES, itl_name, table6_itl
 from infermeter.report.tables import fmt_ms, fmt_num
 from infermeter.suites.charts import COLORS, percentile_traces
-from infermeter.suites.common import as_table, at_least, from_flag, requirement
+from infermeter.suites.common import as_table, at_least, from_flag, headline, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
+from infermeter.suites.probe import Capacity, emulator_capacity
 from infermeter.suites.throughput import small_engine
 from infermeter.suites.tradeoff import from_suite
 from infermeter.units import MS_PER_S
@@ -29,7 +33,6 @@ from infermeter.workload.spec import generate
 from infermeter.workload.standard import resolve
 
 MIN_OUTPUT = 50  # 5.4.2: requests MUST generate at least 50 output tokens
-EMULATOR_SATURATION = 20.0  # req/s: where the throughput test finds the emulator of small_engine() saturating
 
 
 class ItlParams(SuiteParams):
@@ -46,7 +49,7 @@ class ItlParams(SuiteParams):
     ] = None
     requests: Annotated[int, Flag("requests per level (the draft: >= 100)", checks.REQUESTS)] = 100
 
-    QUICK: ClassVar[dict[str, Any]] = {"requests": 40, "output_tokens": 64}
+    QUICK: ClassVar[dict[str, Any]] = {"requests": 24}
 
 
 def _levels(params: ItlParams) -> list[int]:
@@ -58,7 +61,7 @@ class ItlSuite:
     section = "5.4"
     reference = "IETF draft, section 5.4"
     title = "Inter-Token Latency Distribution"
-    summary = "ITL at 25/50/75/90% of saturation: Table 6, jitter, max pause, modality"
+    summary = "ITL at 25/50/75/90% of saturation: Table 6, jitter, max pause, modality, tail"
     params = ItlParams
 
     def emulator(self, params: ItlParams) -> EmulatorConfig:
@@ -81,30 +84,40 @@ class ItlSuite:
             )
         return {"workload": params.workload}
 
+    def saturation(self, lab: Lab, params: ItlParams, work: dict[str, Any]) -> Capacity:
+        if params.saturation is not None:
+            return Capacity(params.saturation, "given (--saturation)", False)
+        if params.from_ is not None:
+            rate = from_suite(params.from_, "sustainable_rate")
+            return Capacity(rate, f"the throughput test (5.2) in {params.from_}", True)
+        if lab.embedded:
+            return emulator_capacity(lab, work)
+        raise UserError("give the saturation rate: --saturation R, or --from DIR of a `throughput` test")
+
     def procedure(self, lab: Lab, params: ItlParams) -> dict[str, Any]:
         work = self.workload(params)
-        if params.saturation is not None:
-            sat, source = params.saturation, "given (--saturation)"
-        elif params.from_ is not None:
-            sat, source = from_suite(params.from_, "sustainable_rate"), f"the throughput test in {params.from_}"
-        elif lab.embedded:
-            sat, source = EMULATOR_SATURATION, "the emulator's measured saturation (infermeter test throughput)"
-        else:
-            raise UserError("give the saturation rate: --saturation R, or --from DIR of a `throughput` test")
+        sat = self.saturation(lab, params, work)
         runs = []
         for pct in _levels(params):
-            rate = float(f"{sat * pct / 100:.4g}")
+            rate = float(f"{sat.rate * pct / 100:.4g}")
             cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
-            runs.append((pct, lab.run(f"level-{pct}pct", f"{pct}% of saturation: {rate:g} req/s", cfg)))
-        return {"saturation": sat, "source": source, "runs": runs}
+            runs.append(
+                (pct, lab.run(f"level-{pct}pct", f"{pct}% of saturation: {rate:g} req/s", cfg, level=f"{pct}%"))
+            )
+        return {"saturation": sat, "runs": runs}
 
     def analyze(self, measured: dict[str, Any], params: ItlParams) -> Analysis:
-        tables, findings, figures = [], [f"saturation {measured['saturation']:g} req/s from {measured['source']}"], {}
+        sat: Capacity = measured["saturation"]
+        tables, findings, figures = [], [f"saturation {sat.rate:g} req/s: {sat.source}"], {}
+        figures["saturation_req_s"] = sat.rate
         rows = []
+        names = set()
         for pct, run in measured["runs"]:
             s = run.summary
+            name = itl_name(s.itl_option)
+            names.add(name)
             samples = itl(run.columns(), s.itl_option).values * MS_PER_S
-            mode = modality(samples)
+            mode, tail = modality(samples), tail_shape(samples)
             ratio = s.itl_ms.p99 / s.itl_ms.p50 if s.itl_ms.p50 and s.itl_ms.p99 else None
             t6 = as_table(table6_itl(s))
             t6.caption = f"{t6.caption}, {pct}% of saturation"
@@ -118,18 +131,23 @@ class ItlSuite:
                     *[fmt_ms(s.jitter_ms.percentile(p)) for p in (50, 95, 99)],
                     *[fmt_ms(s.max_pause_ms.percentile(p)) for p in (50, 95, 99)],
                     mode.verdict,
+                    tail.kind,
                 ]
             )
-            findings.append(f"{pct}% of saturation: ITL {mode.describe()}")
+            findings.append(f"{pct}% of saturation: {name} {mode.describe()}; tail {tail.describe()}")
             figures[f"itl_p50_ms_{pct}"] = s.itl_ms.p50
+            figures[f"itl_p99_p50_ratio_{pct}"] = ratio
             figures[f"modality_{pct}"] = mode.verdict
+            figures[f"tail_{pct}"] = tail.kind
+            figures[f"tail_shape_{pct}"] = tail.xi
+        label = " / ".join(sorted(names)) or "ITL"
         tables.append(
             Table(
-                caption="Per-request jitter and maximum pause (draft 5.4.4.2), tail ratio and modality (5.4.4.3)",
+                caption="Per-request jitter and maximum pause (draft 5.4.4.2), tail ratio, modality and tail (5.4.4.3)",
                 headers=[
                     "Load",
-                    "ITL P50",
-                    "ITL P99",
+                    f"{label} P50",
+                    f"{label} P99",
                     "P99/P50",
                     "Jitter P50",
                     "Jitter P95",
@@ -138,22 +156,23 @@ class ItlSuite:
                     "Max pause P95",
                     "Max pause P99",
                     "Modality",
+                    "Tail",
                 ],
                 rows=rows,
-                notes=[f"modality: {METHOD}"],
+                notes=[f"modality: {METHOD}", f"tail: {TAIL_METHOD}"],
             )
         )
         methods = {ITL_OPTION_NAMES[r.summary.itl_option] for _, r in measured["runs"]}
-        findings.append(f"ITL measured with {', '.join(sorted(methods))} (draft 4.6.3); TTFT is never an ITL sample")
+        findings.append(f"{label} measured with {', '.join(sorted(methods))} (draft 4.6.3); TTFT is never a sample")
         pcts = [float(pct) for pct, _ in measured["runs"]]
         summaries = [run.summary for _, run in measured["runs"]]
         chart = Chart(
             id="itl-levels",
-            title="ITL and per-request maximum pause against load (draft 5.4)",
+            title=f"{label} and per-request maximum pause against load (draft 5.4)",
             x_title="load (% of saturation)",
-            panels=["ITL (ms)", "max pause per request (ms)"],
+            panels=[f"{label} (ms)", "max pause per request (ms)"],
             traces=[
-                *percentile_traces(pcts, summaries, "itl", 1, (50.0, 95.0, 99.0)),
+                *percentile_traces(pcts, summaries, "itl", 1, (50.0, 95.0, 99.0), label),
                 *[
                     Trace(
                         name=f"max pause P{p:g}",
@@ -167,7 +186,10 @@ class ItlSuite:
                 ],
             ],
         )
-        return Analysis(tables=tables, findings=findings, figures=figures, charts=[chart])
+        units = {"saturation_req_s": "req/s", "itl_p50_ms_": "ms", "itl_p99_p50_ratio_": "ratio"}
+        return Analysis(
+            tables=tables, findings=findings, figures=figures, headline=headline(figures, units), charts=[chart]
+        )
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: ItlParams, quick: bool
@@ -176,26 +198,55 @@ class ItlSuite:
         short = sum(int(np.sum(r.columns().ok & (r.columns().output_tokens < MIN_OUTPUT))) for r in runs)
         fewest = min((r.summary.requests.ok for r in runs), default=0)
         samples = min((r.summary.itl_ms.n for r in runs), default=0)
+        counted = [(r.summary.itl_ms.n, gaps_expected(r)) for r in runs]
+        extra = [(n, want) for n, want in counted if n != want]
+        chunking = [r for r in runs if r.summary.chunking is None or not r.summary.chunking.chunks]
+        done = [pct for pct, _ in measured["runs"]]
         return [
             requirement(
                 "MUST",
                 "5.4.2",
                 "every request generates at least 50 output tokens",
-                short == 0,
+                bool(runs) and short == 0,
                 "all did" if short == 0 else f"{short} requests ended with fewer (EOS or errors)",
             ),
             at_least("SHOULD", "5.4.2", "at least 100 requests per level", fewest, 100, "requests (fewest level)"),
             at_least("SHOULD", "5.4.2", "5000+ ITL samples per level", samples, 5000, "samples (fewest level)"),
-            requirement("MUST", "5.4.3", "TTFT is not included in ITL", True, "ITL samples start at the second token"),
-            requirement("MUST", "4.6.3", "the ITL measurement option is declared", True, analysis.findings[-1]),
+            requirement(
+                "MUST",
+                "5.4.3",
+                "TTFT is not included in ITL",
+                bool(runs) and not extra,
+                f"{sum(n for n, _ in counted)} samples, one per gap between consecutive tokens (or chunks) of a "
+                "request: none from submission to the first token"
+                if not extra
+                else f"a level has {extra[0][0]} samples where its gaps between tokens number {extra[0][1]}",
+            ),
+            requirement(
+                "MUST",
+                "4.6.2, 4.6.3",
+                "the chunking and the ITL measurement option are declared",
+                bool(runs) and not chunking,
+                analysis.findings[-1] + "; tokens per chunk in each level's Table 6"
+                if not chunking
+                else f"{len(chunking)} levels recorded no content chunks: tokens per chunk unknown",
+            ),
             requirement(
                 "SHOULD",
                 "5.4.2",
                 "several load levels: 25, 50, 75, 90% of saturation",
-                {25, 50, 75, 90} <= set(_levels(params)),
-                ", ".join(f"{p}%" for p in _levels(params)),
+                {25, 50, 75, 90} <= set(done),
+                ", ".join(f"{p}%" for p in done),
             ),
         ]
+
+
+def gaps_expected(run: Run) -> int:
+    """The ITL samples a run's records allow: one per gap between consecutive tokens of a successful request
+    (between consecutive content events under option A), never the interval before the first."""
+    cols, option = run.columns(), run.summary.itl_option
+    source = content_chunks(cols) if option == "A" else token_times(cols, option)
+    return int(np.maximum(source.lengths[cols.ok] - 1, 0).sum())
 
 
 SUITE = ItlSuite()

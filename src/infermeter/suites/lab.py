@@ -134,10 +134,13 @@ class Lab:
         url: str | None = None,
         workload: dict[str, Any] | None = None,
         load: dict[str, Any] | None = None,
+        disclosures: dict[str, Any] | None = None,
     ) -> RunConfig:
-        """The base configuration with this run's workload and load fields (and its emulator or URL)."""
+        """The base configuration with this run's workload and load fields (and its emulator or URL, and what the
+        user declared about that server where it differs from the base's)."""
         base = self.base
         data = base.model_dump(mode="python")
+        data["disclosures"] = {**data["disclosures"], **(disclosures or {})}
         data["workload"] = {**data["workload"], "workload": None, "input_tokens": None, "output_tokens": None}
         data["workload"].update(workload or {})
         data["load"] = {**RunConfig().load.model_dump(), "warmup": base.load.warmup, **(load or {})}

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infermeter.metrics.steady_state import QueueTrend, completion_ratio, queue_trend
+from infermeter.metrics import latency
+from infermeter.metrics.statistics import stats
+from infermeter.metrics.steady_state import QueueTrend, SteadyWindow, completion_ratio, queue_trend, steady_window
+from infermeter.metrics.summary_model import Stats
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.lab import Run
+from infermeter.units import MS_PER_S
 
 TAIL_FACTOR = 10.0  # 5.2.3.1: P99 latency above 10x the P50 at lower load
 COMPLETION_FLOOR = 0.9  # 5.2.3.1: completion rate below 90% of the arrival rate
@@ -22,10 +26,17 @@ class Level:
     queue: QueueTrend
     completion: float | None
     server_growing: bool | None  # the server's waiting gauge, when it exports one
+    steady: SteadyWindow
+
+    def steady_latency(self, metric: str) -> Stats:
+        """TTFT, TPOT or E2E over the requests sent in the steady window (the draft's Table 4 at this level)."""
+        values = getattr(latency, metric)(self.run.columns())
+        return stats(np.where(self.steady.sent, values, np.nan), MS_PER_S)
 
     @property
     def output_tok_s(self) -> float:
-        return self.run.summary.throughput.output_tok_s
+        """Achieved output throughput: tokens delivered per second of the steady window."""
+        return self.steady.output_tok_s
 
     @property
     def growing(self) -> bool:
@@ -55,4 +66,5 @@ def measure(offered: float, run: Run) -> Level:
     window = (float(sub.min()), float(sub.max())) if len(sub) else (0.0, 0.0)
     server = run.summary.server_metrics
     growing = getattr(server, "waiting_growing", None) if server is not None else None
-    return Level(offered, run, queue_trend(sub, finished, window), completion_ratio(sub, finished), growing)
+    trend = queue_trend(sub, finished, window)
+    return Level(offered, run, trend, completion_ratio(sub, finished), growing, steady_window(cols))

@@ -1,6 +1,7 @@
 """Memory Pressure Behavior (the IETF draft, section 5.8): closed loop at 100/110/125/150% of the concurrent capacity
-with long prompts, so that KV memory runs out: completion, preemption, recovery and failure rates, tokens lost per
-preemption and TTFT P99 (Table 11), preemptions from the server's metrics."""
+(section 5.5's maximum: from a `capacity` test, or its search run here against the embedded emulator) with long
+prompts, so that KV memory runs out: completion, preemption, recovery and failure rates, tokens lost per preemption and
+TTFT P99 (Table 11), preemptions from the server's metrics."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from infermeter.errors import UserError
 from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.charts import percentile_traces
-from infermeter.suites.common import at_least, from_flag, requirement
+from infermeter.suites.common import at_least, from_flag, headline, requirement
+from infermeter.suites.concurrency import SUITE as CAPACITY
+from infermeter.suites.concurrency import CapacityParams
+from infermeter.suites.execute import load_result
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.tradeoff import from_suite
 
-EMULATOR_KV = 16384  # tokens: the emulator's KV cache holds 7 requests of 2048 + 64 tokens
+EMULATOR_KV = 16384  # tokens: the emulator's KV cache holds 7 requests of 2048 + 256 tokens
 
 
 class MemoryParams(SuiteParams):
@@ -39,8 +43,22 @@ class MemoryParams(SuiteParams):
     )
     output_tokens: Annotated[int, Flag("output length", checks.integer(1, 100_000))] = 256
     duration: Annotated[float, Flag("seconds per level (the draft: >= 120)", checks.SECONDS)] = 120.0
+    ttft_p99: Annotated[
+        float,
+        Flag("the 5.5 search's TTFT P99 threshold in ms, when it runs here", checks.number(0, 3.6e6, lo_open=True)),
+    ] = 1000.0
 
     QUICK: ClassVar[dict[str, Any]] = {"duration": 4.0}
+
+
+@dataclass(frozen=True)
+class Base:
+    """The concurrency the levels oversubscribe, where it came from, and whether that is section 5.5's maximum
+    (None: given by the user, so the runs cannot show it)."""
+
+    concurrency: int
+    source: str
+    from_5_5: bool | None
 
 
 NOT_REPORTED = "not reported"
@@ -84,20 +102,34 @@ class MemoryPressureSuite:
         )
         return EmulatorConfig(engine=engine, prefix_caching=False)
 
-    def base(self, lab: Lab, params: MemoryParams) -> tuple[int, str]:
+    def base(self, lab: Lab, params: MemoryParams) -> Base:
         if params.capacity is not None:
-            return params.capacity, "given (--capacity)"
+            return Base(params.capacity, "given (--capacity): not measured by the 5.5 test here", None)
         if params.from_ is not None:
-            return int(from_suite(params.from_, "max_concurrency")), f"the capacity test in {params.from_}"
-        if lab.embedded and lab.emulator is not None:
-            per = params.input_tokens + params.output_tokens
-            return max(
-                1, lab.emulator.engine.capacity() // per
-            ), f"the emulator's KV capacity / {per} tokens per request"
+            result = load_result(params.from_)
+            if result.suite != "capacity":
+                raise UserError(f"--from {params.from_} holds a '{result.suite}' test: give a `capacity` (5.5) test")
+            return Base(int(from_suite(params.from_, "max_concurrency")), f"the 5.5 test in {params.from_}", True)
+        if lab.embedded:
+            search = CapacityParams.build(
+                {
+                    "input_tokens": params.input_tokens,
+                    "output_tokens": params.output_tokens,
+                    "ttft_p99": params.ttft_p99,
+                    "initial_concurrency": 4,
+                },
+                lab.quick,
+            )
+            probes = CAPACITY.procedure(lab, search)
+            best = max((p.concurrency for p in probes if not p.why), default=None)
+            if best is None:
+                raise UserError("the 5.5 search found no concurrency meeting its criteria: give --capacity N")
+            return Base(best, f"the 5.5 search run in this suite ({len(probes)} levels)", True)
         raise UserError("give the concurrent capacity: --capacity N, or --from DIR of a `capacity` test")
 
     def procedure(self, lab: Lab, params: MemoryParams) -> dict[str, Any]:
-        base, source = self.base(lab, params)
+        found = self.base(lab, params)
+        base, source = found.concurrency, found.source
         runs = []
         levels = sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels))
         for pct in levels:
@@ -106,8 +138,9 @@ class MemoryPressureSuite:
                 workload={"input_tokens": params.input_tokens, "output_tokens": params.output_tokens},
                 load={"concurrency": c, "duration": params.duration},
             )
-            runs.append((pct, c, lab.run(f"oversub-{pct}pct", f"{pct}% of capacity: concurrency {c}", cfg)))
-        return {"base": base, "source": source, "runs": runs}
+            label = f"{pct}% of capacity: concurrency {c}"
+            runs.append((pct, c, lab.run(f"oversub-{pct}pct", label, cfg, level=f"{pct}%")))
+        return {"base": base, "source": source, "from_5_5": found.from_5_5, "runs": runs}
 
     def analyze(self, measured: dict[str, Any], params: MemoryParams) -> Analysis:
         rows, figures = [], {"base_concurrency": measured["base"]}
@@ -180,7 +213,10 @@ class MemoryPressureSuite:
                 *percentile_traces(pcts, summaries, "ttft", 2, (50.0, 99.0)),
             ],
         )
-        return Analysis(tables=[table], findings=findings, figures=figures, charts=[chart])
+        units = {"base_concurrency": "requests", "completion_": "share", "preempted_share_": "share"}
+        return Analysis(
+            tables=[table], findings=findings, figures=figures, headline=headline(figures, units), charts=[chart]
+        )
 
     def requirements(
         self, measured: dict[str, Any], analysis: Analysis, params: MemoryParams, quick: bool
@@ -188,28 +224,41 @@ class MemoryPressureSuite:
         runs: list[Run] = [r for _, _, r in measured["runs"]]
         shortest = min((r.summary.duration_s for r in runs), default=0.0)
         measures = [_preemption(r) for r in runs]
+        scraped = [r.summary.server_metrics is not None for r in runs]
         known = all(m.events is not None for m in measures)
         detailed = all((m.rate is not None and m.loss is not None) or m.events == 0 for m in measures)
+        watched = all(scraped) and bool(runs)
         return [
             at_least("MUST", "5.8.3", "at least 120 seconds per level", round(shortest, 1), 120, "s (shortest)"),
             requirement(
-                "MUST", "5.8.3", "the base is the maximum concurrency of section 5.5", True, analysis.findings[0]
+                "MUST",
+                "5.8.3",
+                "the base is the maximum concurrency of section 5.5",
+                measured["from_5_5"],
+                f"concurrency {measured['base']}: {measured['source']}",
             ),
             requirement(
                 "MUST",
                 "5.8.4",
                 "preemption events monitored",
-                known,
-                "from the server's metrics" if known else "the server exports no preemption counter",
+                None if watched and not known else watched and known,
+                "from the server's metrics"
+                if watched and known
+                else "the server exports no preemption counter"
+                if watched
+                else f"the server's metrics were not scraped in {scraped.count(False)} of {len(runs)} levels "
+                "(scraping off, or no /metrics): preemption was not monitored",
             ),
             requirement(
                 "SHOULD",
                 "5.8.4",
                 "preemption rate, recovery rate and tokens lost per preemption",
-                detailed,
+                detailed if watched and known else None,
                 "from the server's per-request preemption counters (Table 11)"
-                if detailed
-                else "the server exports preemption events only, not which requests they hit or what they discarded",
+                if detailed and watched and known
+                else "the server exports preemption events only, not which requests they hit or what they discarded"
+                if watched and known
+                else "preemption was not monitored",
             ),
         ]
 

@@ -4,27 +4,34 @@ concurrency) for the highest load the server sustains: without an SLO the highes
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
+from infermeter.metrics.steady_state import STABILITY_SLICES, STABLE_CV
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.charts import search_chart
-from infermeter.suites.common import at_least, percentiles_row, requirement
+from infermeter.suites.common import at_least, headline, percentiles_row, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
-from infermeter.suites.lab import Lab
+from infermeter.suites.lab import Lab, Run
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.search import bisect
 
 MS = checks.number(0, 3.6e6, lo_open=True, what="milliseconds")
-QUICK_WORKLOAD = {"input_tokens": 128, "output_tokens": 32}
+SMALL_BATCH = 4  # sequences
+SMALL_STEP_S = 0.0015  # a decode step's fixed cost
 
 
 def small_engine(**update: Any) -> EmulatorConfig:
-    """The embedded emulator with a batch of 4 sequences: saturates at a rate a 2-core client drives easily."""
-    engine = EngineConfig.model_validate({"scheduler": {"name": "continuous", "max_num_seqs": 4}})
+    """The embedded emulator as a small, fast engine: 4 sequences of 1.5 ms steps saturate near 17 req/s on the
+    Synthetic-Uniform workload (2,700 tokens/s), a load a 2-core client sends and reads with room to spare, and a
+    request lasts about a quarter of a second, so a level of a few seconds holds many of them."""
+    engine = EngineConfig.model_validate(
+        {"scheduler": {"name": "continuous", "max_num_seqs": SMALL_BATCH}, "iteration_model": {"fixed": SMALL_STEP_S}}
+    )
     return EmulatorConfig(engine=engine).model_copy(update=update)
 
 
@@ -36,8 +43,9 @@ class SweepParams(SuiteParams):
     ttft_slo: Annotated[float | None, Flag("TTFT P99 bound in ms (the draft's optional latency constraint)", MS)] = None
     tpot_slo: Annotated[float | None, Flag("TPOT P99 bound in ms", MS)] = None
 
-    def run_workload(self, quick: bool) -> dict[str, Any]:
-        return dict(QUICK_WORKLOAD) if quick and self.workload == "synthetic-uniform" else {"workload": self.workload}
+    def run_workload(self) -> dict[str, Any]:
+        """The workload every level sends: the one asked for (--quick shortens levels, never changes requests)."""
+        return {"workload": self.workload}
 
     def meets_slo(self, level: Level) -> list[str]:
         s, why = level.run.summary, []
@@ -60,31 +68,37 @@ class ThroughputParams(SweepParams):
     ] = 0.1
     max_probes: Annotated[int, Flag("at most this many levels", checks.integer(2, 100))] = 12
 
-    QUICK: ClassVar[dict[str, Any]] = {"duration": 3.0, "start": 4.0, "tolerance": 0.2, "max_probes": 7}
+    QUICK: ClassVar[dict[str, Any]] = {"duration": 4.0, "start": 4.0, "tolerance": 0.2, "max_probes": 6}
 
 
+@dataclass
 class Search:
-    """The levels of a search, each with its verdict and why."""
+    """The levels of a search, each with its verdict and why; the highest that passed; why it stopped early."""
 
-    def __init__(self) -> None:
-        self.levels: list[tuple[Level, list[str]]] = []
-        self.sustainable: Level | None = None
+    levels: list[tuple[Level, list[str]]] = field(default_factory=list)
+    sustainable: Level | None = None
+    note: str = ""
+
+    @property
+    def saturated_at(self) -> float | None:
+        return min((lv.offered for lv, why in self.levels if why), default=None)
 
 
-def search_levels(lab: Lab, params: ThroughputParams, quick: bool, tag: str = "") -> Search:
+def search_levels(lab: Lab, params: ThroughputParams, tag: str = "", target: dict[str, Any] | None = None) -> Search:
     """The search of 5.2.3: each probe a run of `duration` seconds; the decisions use only the runs, so a resumed
-    suite asks for the same levels."""
+    suite asks for the same levels.  Each probe's level is named by its place in the search ("probe 3"); `target`
+    holds the emulator, URL or disclosures of the system searched when they are not the suite's own."""
     out = Search()
     closed = params.search == "concurrency"
 
     def check(x: float) -> bool:
         load: dict[str, Any] = {"duration": params.duration, "requests": None}
         load.update({"concurrency": int(x)} if closed else {"rate": x})
-        cfg = lab.config(workload=params.run_workload(quick), load=load)
+        cfg = lab.config(workload=params.run_workload(), load=load, **(target or {}))
         name = f"c{int(x)}" if closed else f"r{x:g}"
-        run = lab.run(
-            f"{tag}search-{name}", f"search: {'concurrency ' if closed else ''}{x:g}{'' if closed else ' req/s'}", cfg
-        )
+        what = f"{'concurrency ' if closed else ''}{x:g}{'' if closed else ' req/s'}"
+        position = f"{tag.replace('-', ' ')}probe {len(out.levels) + 1}"
+        run = lab.run(f"{tag}search-{name}", f"search: {what}", cfg, level=position)
         level = measure(x, run)
         passed_below = [lv for lv, why in out.levels if not why and lv.offered < x]
         baseline = passed_below[0].run.summary.e2e_ms.p50 if passed_below else None
@@ -97,7 +111,7 @@ def search_levels(lab: Lab, params: ThroughputParams, quick: bool, tag: str = ""
     bracket = bisect(
         check, params.start, params.max_load, tolerance=params.tolerance, max_probes=params.max_probes, integer=closed
     )
-    out.note = bracket.note  # type: ignore[attr-defined]
+    out.note = bracket.note
     return out
 
 
@@ -108,8 +122,9 @@ def search_table(search: Search, unit: str) -> Table:
         rows.append(
             [
                 f"{level.offered:g}",
-                f"{s.throughput.req_s:.2f}",
-                f"{level.output_tok_s:.0f}",
+                f"{level.steady.req_s:.2f}",
+                f"{level.steady.output_tok_s:.0f}",
+                "n/a" if level.steady.cv is None else f"{100 * level.steady.cv:.1f}%",
                 "growing" if level.growing else "stable",
                 fmt_pct(level.completion),
                 fmt_ms(s.ttft_ms.p99),
@@ -123,6 +138,7 @@ def search_table(search: Search, unit: str) -> Table:
             f"Offered ({unit})",
             "Achieved req/s",
             "Output tok/s",
+            "Throughput CV",
             "Queue",
             "Completion",
             "TTFT P99",
@@ -130,7 +146,22 @@ def search_table(search: Search, unit: str) -> Table:
             "Result",
         ],
         rows=rows,
+        notes=[
+            "achieved, output tok/s and CV over each level's steady window (sending less its first 10%); CV: the "
+            f"output throughput's variation across {STABILITY_SLICES} equal slices of it (5.2.3.2: stable <= "
+            f"{100 * STABLE_CV:g}%)"
+        ],
     )
+
+
+def gpu_count(run: Run) -> tuple[int | None, str]:
+    """The GPUs the throughput is shared by (draft 5.2.4.2, 6.2), and where the count came from."""
+    if run.info.kind == "emulated":
+        return 1, "the embedded emulator models one GPU"
+    gpus = run.summary.energy.gpus if run.summary.energy is not None else None
+    if gpus:
+        return gpus, "the server's GPU count as declared (--gpus)"
+    return None, "the server's GPU count was not declared: give --gpus"
 
 
 class ThroughputSuite:
@@ -145,33 +176,29 @@ class ThroughputSuite:
         return small_engine()
 
     def procedure(self, lab: Lab, params: ThroughputParams) -> Search:
-        return search_levels(lab, params, params.duration < 60)
+        return search_levels(lab, params)
 
     def analyze(self, search: Search, params: ThroughputParams) -> Analysis:
         unit = "concurrency" if params.search == "concurrency" else "req/s"
         best = search.sustainable
-        failed = [lv for lv, why in search.levels if why]
-        saturated_at = min((lv.offered for lv in failed), default=None)
+        saturated_at = search.saturated_at
         tables = [search_table(search, unit)]
         figures: dict[str, Any] = {"sustainable_load": best.offered if best else None, "saturated_at": saturated_at}
         findings = []
         if best is None:
             findings.append("no level probed was sustainable: lower --start")
         else:
-            s = best.run.summary
-            gpus = best.run.summary.energy.gpus if best.run.summary.energy else None
-            gpus = gpus or (1 if best.run.info.kind == "emulated" else None)
+            s, w = best.run.summary, best.steady
+            gpus, gpu_source = gpu_count(best.run)
             util = s.server_metrics.batch_utilization if s.server_metrics else None
             rows = [
-                ["Max Output Throughput", f"{s.throughput.output_tok_s:.0f} tok/s"],
-                ["Max Request Throughput", f"{s.throughput.req_s:.2f} req/s"],
-                ["Max Input Throughput", f"{s.throughput.input_tok_s:.0f} tok/s"],
+                ["Max Output Throughput", f"{w.output_tok_s:.0f} tok/s"],
+                ["Max Request Throughput", f"{w.req_s:.2f} req/s"],
+                ["Max Input Throughput", f"{w.input_tok_s:.0f} tok/s"],
                 ["Sustainable Load", f"{best.offered:g} {unit}"],
-                [
-                    "Tokens per GPU-second",
-                    f"{s.throughput.output_tok_s / gpus:.0f} tok/s/GPU" if gpus else "n/a (give --gpus)",
-                ],
+                ["Tokens per GPU-second", f"{w.output_tok_s / gpus:.0f} tok/s/GPU" if gpus else f"n/a ({gpu_source})"],
                 ["Batch Utilization", fmt_pct(util) if util is not None else "not reported by the server"],
+                ["Throughput Stability", "n/a" if w.cv is None else f"{100 * w.cv:.1f}% CV"],
             ]
             constraint = [f"TTFT P99 <= {params.ttft_slo:g} ms"] if params.ttft_slo else []
             constraint += [f"TPOT P99 <= {params.tpot_slo:g} ms"] if params.tpot_slo else []
@@ -180,7 +207,11 @@ class ThroughputSuite:
                     caption="Table 3: Throughput Summary",
                     headers=["Metric", "Value"],
                     rows=rows,
-                    notes=[f"latency constraint: {', '.join(constraint) or 'none (saturation search)'}"],
+                    notes=[
+                        f"latency constraint: {', '.join(constraint) or 'none (saturation search)'}",
+                        f"over the sustainable level's {w.describe()}",
+                        f"GPUs: {gpus if gpus else 'unknown'} ({gpu_source})",
+                    ],
                 )
             )
             tables.append(
@@ -188,21 +219,28 @@ class ThroughputSuite:
                     caption="Table 4: Latency at Maximum Throughput",
                     headers=["Metric", "P50", "P95", "P99"],
                     rows=[
-                        percentiles_row("TTFT", s.ttft_ms),
-                        percentiles_row("TPOT", s.tpot_ms),
-                        percentiles_row("End-to-End", s.e2e_ms),
+                        percentiles_row("TTFT", best.steady_latency("ttft")),
+                        percentiles_row("TPOT", best.steady_latency("tpot")),
+                        percentiles_row("End-to-End", best.steady_latency("e2e")),
                     ],
+                    notes=[f"the {int(w.sent.sum())} requests sent in the steady window of the sustainable level"],
                 )
             )
-            findings.append(f"sustainable load {best.offered:g} {unit}: {s.throughput.output_tok_s:.0f} output tok/s")
+            findings.append(f"sustainable load {best.offered:g} {unit}: {w.output_tok_s:.0f} output tok/s")
+            findings.append(f"at the sustainable level: {w.describe()}")
             figures.update(
-                max_output_tok_s=s.throughput.output_tok_s, sustainable_rate=best.offered if unit == "req/s" else None
+                max_output_tok_s=w.output_tok_s,
+                max_req_s=w.req_s,
+                max_input_tok_s=w.input_tok_s,
+                throughput_cv=w.cv,
+                output_tok_per_gpu_s=w.output_tok_s / gpus if gpus else None,
+                sustainable_rate=best.offered if unit == "req/s" else None,
             )
         if saturated_at is not None:
             why = next(w for lv, w in search.levels if lv.offered == saturated_at)
             findings.append(f"saturated at {saturated_at:g} {unit}: {'; '.join(why)}")
             figures["saturation_reasons"] = "; ".join(why)
-        notes = [search.note] if getattr(search, "note", "") else []  # type: ignore[attr-defined]
+        notes = [search.note] if search.note else []
         chart = search_chart(
             "throughput-search",
             "The search for the maximum sustainable load (draft 5.2)",
@@ -210,13 +248,30 @@ class ThroughputSuite:
             [(lv.offered, lv.run.summary, why) for lv, why in search.levels],
             params.ttft_slo,
         )
-        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes, charts=[chart])
+        units = {
+            "max_output_tok_s": "tok/s",
+            "max_req_s": "req/s",
+            "max_input_tok_s": "tok/s",
+            "output_tok_per_gpu_s": "tok/s/GPU",
+            "sustainable_load": unit,
+            "saturated_at": unit,
+            "throughput_cv": "share",
+        }
+        return Analysis(
+            tables=tables,
+            findings=findings,
+            figures=figures,
+            headline=headline(figures, units),
+            notes=notes,
+            charts=[chart],
+        )
 
     def requirements(
         self, search: Search, analysis: Analysis, params: ThroughputParams, quick: bool
     ) -> list[Requirement]:
         shortest = min((lv.run.summary.duration_s for lv, _ in search.levels), default=0.0)
-        found = search.sustainable is not None and analysis.figures.get("saturated_at") is not None
+        best = search.sustainable
+        found = best is not None and search.saturated_at is not None
         return [
             at_least("MUST", "5.2.2.1", "test duration of at least 60 seconds per level", round(shortest, 1), 60, "s"),
             requirement(
@@ -224,14 +279,17 @@ class ThroughputSuite:
                 "5.2.3",
                 "binary search to the maximum sustainable load",
                 found,
-                "bracketed between a passing and a failing level" if found else "the search did not bracket it",
+                f"bracketed between {best.offered:g} (passed) and {search.saturated_at:g} (failed)"
+                if found and best is not None
+                else "the search did not bracket it: " + (search.note or "no level passed"),
             ),
+            steady_state(best),
             requirement(
-                "MUST",
-                "5.2.3.2",
-                "steady state: the first 10% of each level excluded",
-                True,
-                "queue trend fitted after the first 10% of the sending window",
+                "SHOULD",
+                "5.2.4.2",
+                "tokens per GPU-second (output throughput divided by the GPU count)",
+                best is not None and gpu_count(best.run)[0] is not None,
+                gpu_count(best.run)[1] if best is not None else "no sustainable level",
             ),
             requirement(
                 "SHOULD",
@@ -241,6 +299,17 @@ class ThroughputSuite:
                 f"shortest level {shortest:.0f} s",
             ),
         ]
+
+
+def steady_state(level: Level | None) -> Requirement:
+    """5.2.3.2 at the level reported: the queue not growing and the throughput stable, after the first 10%."""
+    text = "steady state at the level reported: queue stable, throughput stable, the first 10% excluded"
+    met = level is not None and not level.growing and level.steady.stable
+    if level is None:
+        return requirement("MUST", "5.2.3.2", text, met, "no sustainable level to verify")
+    q = level.queue
+    queue = f"queue {'growing' if level.growing else 'stable'} ({q.start_level:.1f} -> {q.end_level:.1f} in flight)"
+    return requirement("MUST", "5.2.3.2", text, met, f"{queue}; {level.steady.describe()}")
 
 
 SUITE = ThroughputSuite()

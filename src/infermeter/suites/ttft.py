@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
+import numpy as np
+
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
@@ -15,7 +17,7 @@ from infermeter.report.console import table1_ttft, table2_ttft_by_input
 from infermeter.report.run_charts import ttft_charts
 from infermeter.report.tables import fmt_ms
 from infermeter.report.text_plot import histogram
-from infermeter.suites.common import LoadParams, as_table, at_least, requirement
+from infermeter.suites.common import LoadParams, as_table, at_least, headline, requirement
 from infermeter.suites.framework import Analysis, Requirement, Table
 from infermeter.suites.lab import Lab, Run
 from infermeter.units import MS_PER_S
@@ -81,17 +83,65 @@ class TtftSuite:
             "prefill_p50_ms": _stat(run, "prefill_time", "p50_ms"),
         }
         charts = ttft_charts(run.columns(), s)
-        return Analysis(tables=tables, findings=findings, figures=figures, notes=notes, plots=[hist], charts=charts)
+        units = {"ttft_p50_ms": "ms", "ttft_p99_ms": "ms", "queue_p50_ms": "ms", "prefill_p50_ms": "ms"}
+        return Analysis(
+            tables=tables,
+            findings=findings,
+            figures=figures,
+            headline=headline(figures, units),
+            notes=notes,
+            plots=[hist],
+            charts=charts,
+        )
 
     def requirements(self, run: Run, analysis: Analysis, params: TtftParams, quick: bool) -> list[Requirement]:
-        n = run.summary.ttft_ms.n
+        t = run.summary.ttft_ms
+        n = t.n
+        values = {
+            "P50": t.p50, "P90": t.p90, "P95": t.p95, "P99": t.p99, "P99.9": t.percentile(99.9), "mean": t.mean,
+            "min": t.min, "max": t.max,
+        }  # fmt: skip
+        missing = [k for k, v in values.items() if v is None]
+        table1 = next((tb for tb in analysis.tables if tb.caption.startswith("Table 1")), None)
+        shown = dict((r[0], r[1]) for r in table1.rows) if table1 is not None else {}
+        cols = run.columns()
+        lengths = len(np.unique(cols.input_tokens[cols.ok]))
+        by_length = any(tb.caption.startswith("Table 2") for tb in analysis.tables)
+        drawn = [p for p in analysis.plots if "no samples" not in p]
         return [
             at_least("MUST", "5.1.2.1", "at least 1000 requests for the P99", n, P99_SAMPLES, "TTFT samples"),
             at_least("MUST", "5.1.2.1", "at least 10000 requests for the P99.9", n, P999_SAMPLES, "TTFT samples"),
-            requirement("MUST", "5.1.4.1", "P50, P90, P95, P99, P99.9, mean, min and max reported", True, "Table 1"),
-            requirement("MUST", "5.1.4.3", "the sample count is stated", True, f"{n} samples (Table 1, Requests)"),
-            requirement("SHOULD", "5.1.5.2", "results in tabular form", True, "Tables 1 and 2"),
-            requirement("SHOULD", "5.1.5.4", "a histogram or CDF of TTFT", True, "text histogram in the report"),
+            requirement(
+                "MUST",
+                "5.1.4.1",
+                "P50, P90, P95, P99, P99.9, mean, min and max reported",
+                not missing,
+                "all in Table 1" if not missing else f"no {', '.join(missing)}: no successful request had a TTFT",
+            ),
+            requirement(
+                "MUST",
+                "5.1.4.3",
+                "the sample count is stated",
+                shown.get("Requests") == str(n),
+                f"{n} samples (Table 1, Requests)" if shown.get("Requests") == str(n) else "Table 1 states no count",
+            ),
+            requirement(
+                "SHOULD", "5.1.5.2", "results in tabular form", table1 is not None and bool(table1.rows), "Table 1"
+            ),
+            requirement(
+                "SHOULD",
+                "5.1.4.2",
+                "TTFT by input length when input lengths vary",
+                lengths <= 1 or by_length,
+                f"{lengths} input lengths: " + ("Table 2" if by_length else "not bucketed" if lengths > 1 else "n/a"),
+            ),
+            requirement(
+                "SHOULD",
+                "5.1.5.4",
+                "a histogram or CDF of TTFT",
+                bool(drawn) and n > 0,
+                f"histogram of {n} samples in the report, CDF in the HTML report" if drawn else "no samples to draw",
+            ),
         ]
 
 

@@ -22,7 +22,7 @@ from infermeter.report.calibration import parameter_table, policy_table
 from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms
 from infermeter.suites.charts import COLORS
-from infermeter.suites.common import requirement
+from infermeter.suites.common import headline, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 
@@ -243,7 +243,14 @@ class TwinSuite:
                 ],
             )
         )
-        return Analysis(tables=tables, findings=findings, figures=figures, charts=[twin_chart(measured)])
+        units = {"ttft_p50_error_": "share", "itl_p50_error_": "share", "ttft_paired_error_": "share"}
+        return Analysis(
+            tables=tables,
+            findings=findings,
+            figures=figures,
+            headline=headline(figures, units),
+            charts=[twin_chart(measured)],
+        )
 
     def requirements(
         self, measured: Measured, analysis: Analysis, params: TwinParams, quick: bool

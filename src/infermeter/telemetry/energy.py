@@ -1,5 +1,6 @@
 """Energy over a run's measurement window by trapezoidal integration of power samples (seeds/003), joules per
-output token, and cost per million output tokens with GPU-seconds as the denominator (seeds/002)."""
+output token, output tokens per GPU-second (the GPU count alone normalizes), and cost per million output tokens with
+GPU-seconds as the denominator (seeds/002)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,11 @@ def energy_block(
     sources: dict[str, str],
     gpu_price_per_hour: float | None = None,
     gpus: int | None = None,
+    measured_gpus: int | None = None,
 ) -> Energy:
-    """The summary's `energy` block: whichever of CPU (RAPL) and GPU (NVML) energy the host could measure."""
+    """The summary's `energy` block: whichever of CPU (RAPL) and GPU (NVML) energy the host could measure.  `gpus`
+    (the server's, as declared) alone normalizes throughput per GPU; `measured_gpus` (those NVML saw here, whose
+    energy is counted) never does, as the load generator's GPUs need not be the server's."""
     out: dict[str, Any] = {"window_s": end - start, "sources": sources}
     t = samples.get("t", np.zeros(0))
     notes = []
@@ -58,14 +62,27 @@ def energy_block(
     measured = any(out.get(k) is not None for k in ("cpu_energy_j", "gpu_energy_j"))
     out["energy_j"] = total if measured else None
     out["joules_per_output_token"] = total / output_tokens if measured and output_tokens else None
-    if gpu_price_per_hour is not None:
+    if gpus is not None or gpu_price_per_hour is not None:  # the GPU count normalizes with or without a price
         n = gpus or 1
         gpu_seconds = (end - start) * n
-        cost = gpu_seconds * gpu_price_per_hour / 3600.0
         out.update(
             {
                 "gpus": n,
                 "gpu_seconds": gpu_seconds,
+                "output_tok_per_gpu_s": output_tokens / gpu_seconds if gpu_seconds > 0 else None,
+            }
+        )
+        if gpus is None:
+            notes.append("a price without --gpus: costed as 1 GPU")
+    elif measured_gpus:
+        notes.append(
+            f"no tokens per GPU-second: the server's GPU count was not declared (give --gpus); the {measured_gpus} "
+            "GPU(s) NVML sees on the load generator's machine count for energy only (a remote server's are elsewhere)"
+        )
+    if gpu_price_per_hour is not None:
+        cost = out["gpu_seconds"] * gpu_price_per_hour / 3600.0
+        out.update(
+            {
                 "gpu_price_per_hour": gpu_price_per_hour,
                 "cost": cost,
                 "cost_per_million_output_tokens": cost / output_tokens * 1e6 if output_tokens else None,

@@ -94,22 +94,35 @@ class TiktokenTokenizer:
         return None
 
 
+def _config_token(value: object) -> str | None:
+    """A tokenizer_config.json special token: a string, or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
 @dataclass
 class HFTokenizer(TokenizersBacked):
-    """A Hugging Face `tokenizer.json`; a `tokenizer_config.json` beside it supplies the chat template."""
+    """A Hugging Face `tokenizer.json`; a `tokenizer_config.json` beside it supplies the chat template and the BOS and
+    EOS strings (`special_strings`, as a GGUF vocabulary gives them: the template renders `{{ bos_token }}` with them,
+    as a server does)."""
 
     path: Path
     _tok: Any = field(repr=False, default=None)
     _template: str | None = None
+    special_strings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from tokenizers import Tokenizer as _HF
 
         self._tok = _HF.from_file(str(self.path))
         config = self.path.with_name("tokenizer_config.json")
-        if config.is_file():
-            tpl = json.loads(config.read_text()).get("chat_template")
-            self._template = tpl if isinstance(tpl, str) else None
+        doc = json.loads(config.read_text()) if config.is_file() else {}
+        doc = doc if isinstance(doc, dict) else {}
+        tpl = doc.get("chat_template")
+        self._template = tpl if isinstance(tpl, str) else None
+        tokens = {k: _config_token(doc.get(f"{k}_token")) for k in ("bos", "eos")}
+        self.special_strings = {k: v for k, v in tokens.items() if v is not None}
 
     name = property(lambda self: self.path.parent.name or self.path.stem)
 
@@ -166,12 +179,11 @@ def resolve_tokenizer(spec: str) -> Tokenizer:
 
 
 def declaration(tok: Tokenizer, method: str = "B") -> dict[str, Any]:
-    """What run.json says about the tokenizer (draft 4.4.1-4.4.3)."""
+    """What run.json says about the tokenizer itself (draft 4.4.1-4.4.2)."""
     return {
         "name": tok.name,
         "vocab_size": tok.vocab_size,
         "source": tok.source,
         "counting_method": method,
         "counting_method_text": "native tokenizer" if method == "A" else "reference tokenizer",
-        "special_tokens": "BOS/EOS excluded from counts; chat-template tokens counted as prompt tokens",
-    }
+    }  # special tokens depend on the run's options too: load/special_tokens.py declares them

@@ -12,6 +12,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ArrivalKind = Literal["poisson", "gamma", "constant", "uniform", "trace"]
+# constant offsets are rounded to the nanosecond, so that a rate and a duration given in decimals send exactly
+# ceil(rate x duration) requests in [0, duration): 0.3 req/s is not exactly 0.3 in binary, and 10 / 0.3 must be 10
+NS_DECIMALS = 9
 
 
 class ArrivalSpec(BaseModel):
@@ -66,6 +69,9 @@ def arrival_offsets(spec: ArrivalSpec, n: int, seed: int, trace_timestamps: np.n
         if np.any(np.diff(ts) < 0):
             raise ValueError("trace timestamps must be sorted (the trace loaders sort them)")
         return (ts - ts[0]) / spec.time_scale
+    if spec.kind == "constant":  # k / rate, not a running sum of 1 / rate: 50 req/s x 20 s is 1,000 sends, not 1,001
+        assert spec.rate is not None
+        return np.round(np.arange(n) / spec.rate, NS_DECIMALS)
     rng = np.random.default_rng([seed, 0xA77])
     out = np.zeros(n)
     out[1:] = np.cumsum(gaps(spec, n - 1, rng))

@@ -82,25 +82,53 @@ class Normal(_Dist):
 
 
 class LogNormal(_Dist):
-    """exp(Normal(mu, sigma)), rounded, with values below the floor raised to it and above the cap cut to it."""
+    """exp(Normal(mu, sigma)), rounded, with values below the floor raised to it and above the cap cut to it; with
+    bounds "truncate" drawn from the part of the distribution between floor and cap instead (a length class carved
+    out of a workload, as the IETF draft's 5.6.2 classes are out of Synthetic-Skewed)."""
 
     kind: Literal["lognormal"] = "lognormal"
     mu: float
     sigma: float = Field(gt=0)
+    bounds: Literal["clip", "truncate"] = "clip"
+
+    def _edges(self) -> tuple[float, float]:
+        """The standard-normal quantiles of the values that round into [min, max]."""
+        lo = (np.log(self.min - 0.5) - self.mu) / self.sigma if self.min > 0.5 else -np.inf
+        hi = (np.log(self.max + 0.5) - self.mu) / self.sigma if self.max is not None else np.inf
+        return float(lo), float(hi)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self._clip(rng.lognormal(self.mu, self.sigma, size=n))
+        if self.bounds == "clip":
+            return self._clip(rng.lognormal(self.mu, self.sigma, size=n))
+        a, b = (float(special.ndtr(z)) for z in self._edges())
+        z = special.ndtri(rng.uniform(a, b, size=n))
+        return self._clip(np.exp(self.mu + self.sigma * z))
 
     def expected_mean(self) -> float:
-        """Mean of the clipped distribution before rounding (closed form), for checks against samples."""
+        """Mean of the clipped (or truncated) distribution before rounding (closed form), for checks against
+        samples."""
         lo, hi = float(self.min), float(self.max if self.max is not None else np.inf)
         mu, s = self.mu, self.sigma
+        if self.bounds == "truncate":
+            a, b = self._edges()
+            mass = special.ndtr(b) - special.ndtr(a)
+            return float(np.exp(mu + s * s / 2) * (special.ndtr(b - s) - special.ndtr(a - s)) / mass)
         a = (np.log(lo) - mu) / s if lo > 0 else -np.inf
         b = (np.log(hi) - mu) / s
         middle = np.exp(mu + s * s / 2) * (special.ndtr(b - s) - special.ndtr(a - s))
         return float(lo * special.ndtr(a) + middle + (hi * special.ndtr(-b) if np.isfinite(hi) else 0.0))
 
+    @model_validator(mode="after")
+    def _room(self) -> LogNormal:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"log-normal needs min <= max, got {self.min} > {self.max}")
+        if self.bounds == "truncate" and self.max is None:
+            raise ValueError("a truncated log-normal needs a max (its cap)")
+        return self
+
     def describe(self) -> str:
+        if self.bounds == "truncate":
+            return f"log-normal(mu={self.mu:g}, sigma={self.sigma:g}) truncated to [{self.min}, {self.max}]"
         return f"log-normal(mu={self.mu:g}, sigma={self.sigma:g}), floor {self.min}, cap {self.max}"
 
 

@@ -1,6 +1,6 @@
 """Request-id ranges.  Prompt words are drawn from streams keyed by request id, so the measured run, its warm-up, the
 warm-up probes and prefill profiling each take ids from their own range: none of them can send another's words
-(a warm-up cannot warm the prefix cache for the measured run, draft 4.5.1 and 5.7.3)."""
+(a warm-up cannot cache a measured prompt; it sends the run's shared prefixes only, draft 4.5.1 item 4)."""
 
 from __future__ import annotations
 

@@ -60,6 +60,9 @@ class WorkloadSpec(BaseModel):
     prefix: PrefixSharing | None = None
     temperature: float = Field(default=0.0, ge=0)
     notes: list[str] = Field(default_factory=list)
+    # each class gets exactly its share of the requests (largest remainder), in a seeded order, instead of each
+    # request drawing its class: a class's count is then known before the run (the draft's 5.6.2 >= 500 per class)
+    stratified: bool = False
 
     @model_validator(mode="after")
     def _unique_classes(self) -> WorkloadSpec:
@@ -137,25 +140,40 @@ class Requests:
         ]
 
 
+# the random streams a workload draws from, one per quantity (each seeded with [seed, tag, ...])
+CLASS_STREAM, INPUT_STREAM, OUTPUT_STREAM, PREFIX_LENGTHS, PREFIX_SHARES, PREFIX_CHOICE = range(6)
+
+
+def _stream(seed: int, *tag: int) -> np.random.Generator:
+    return np.random.default_rng([seed, *tag])
+
+
 def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
-    """Draw n requests from the spec; the same (spec, n, seed) always gives the same requests."""
+    """Draw n requests from the spec; the same (spec, n, seed) always gives the same requests, and the first k of
+    them are the same for any n >= k (each quantity draws from its own stream, a class's lengths in order of its
+    members): a run bounded by time, or each system's level of a suite, sends a head of one sequence (the draft's
+    6.1 "same requests in same order").  Stratified classes are the exception: their order depends on n."""
     if n < 0:
         raise UserError(f"request count must be >= 0, got {n}")
-    rng = np.random.default_rng(seed)
     weights = np.asarray([c.weight for c in spec.classes], dtype=float)
-    cls_idx = rng.choice(len(spec.classes), size=n, p=weights / weights.sum())
+    classes = _stream(seed, CLASS_STREAM)
+    if spec.stratified:
+        cls_idx = classes.permutation(np.repeat(np.arange(len(spec.classes)), class_counts(weights, n)))
+    else:
+        cls_idx = classes.choice(len(spec.classes), size=n, p=weights / weights.sum())
     labels = np.asarray([c.name for c in spec.classes], dtype=object)
     if len(spec.classes) == 1:  # every request is a member: the same draws, without n indexes to place them
         only = spec.classes[0]
-        inputs, outputs = only.input.sample(rng, n).astype(np.int64), only.output.sample(rng, n).astype(np.int64)
+        inputs = only.input.sample(_stream(seed, INPUT_STREAM, 0), n).astype(np.int64)
+        outputs = only.output.sample(_stream(seed, OUTPUT_STREAM, 0), n).astype(np.int64)
         names = np.broadcast_to(labels, (n,))  # one value throughout: broadcast, no memory for n copies of it
     else:
         inputs = np.zeros(n, dtype=np.int64)
         outputs = np.zeros(n, dtype=np.int64)
         for k, c in enumerate(spec.classes):
             members = np.flatnonzero(cls_idx == k)
-            inputs[members] = c.input.sample(rng, len(members))
-            outputs[members] = c.output.sample(rng, len(members))
+            inputs[members] = c.input.sample(_stream(seed, INPUT_STREAM, k), len(members))
+            outputs[members] = c.output.sample(_stream(seed, OUTPUT_STREAM, k), len(members))
         names = labels[cls_idx]
     del cls_idx
 
@@ -163,15 +181,24 @@ def generate(spec: WorkloadSpec, n: int, seed: int) -> Requests:
     prefix_tokens: np.ndarray = np.broadcast_to(np.int64(0), (n,))
     if spec.prefix is not None and spec.prefix.fraction > 0:
         p = spec.prefix
-        lengths = p.length.sample(rng, p.count)
-        shares = rng.random(n) < p.fraction
-        chosen = rng.choice(p.count, size=int(shares.sum()), p=p.probabilities())
+        lengths = p.length.sample(_stream(seed, PREFIX_LENGTHS), p.count)
+        shares = _stream(seed, PREFIX_SHARES).random(n) < p.fraction
+        chosen = _stream(seed, PREFIX_CHOICE).choice(p.count, size=int(shares.sum()), p=p.probabilities())
         prefix_id = np.full(n, -1, dtype=np.int64)
         prefix_tokens = np.zeros(n, dtype=np.int64)
         prefix_id[shares] = chosen
         prefix_tokens[shares] = lengths[chosen]
         inputs = inputs + prefix_tokens
     return Requests(names, inputs, outputs, prefix_id, prefix_tokens, content=spec.content)
+
+
+def class_counts(weights: np.ndarray, n: int) -> np.ndarray:
+    """n requests shared out in proportion to the weights, by largest remainder (ties to the earlier class)."""
+    exact = n * weights / weights.sum()
+    counts = np.floor(exact).astype(np.int64)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: n - int(counts.sum())]] += 1
+    return counts
 
 
 def load_spec_file(path: Path) -> WorkloadSpec:
