@@ -1,6 +1,10 @@
-"""Shared fixtures: a small set of records whose every metric is computed by hand in the tests."""
+"""Shared fixtures: a small set of records whose every metric is computed by hand in the tests, and one quick
+tradeoff suite against the embedded emulator that the suite, browser and comparison tests all read (a minute of
+real clock, made once per session)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +75,16 @@ def hand_records() -> list[RequestRecord]:
 @pytest.fixture
 def records() -> list[RequestRecord]:
     return hand_records()
+
+
+@pytest.fixture(scope="session")
+def tradeoff_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`infermeter test tradeoff --quick --capacity 20 --html suite.html` as a user runs it: the suite's directory,
+    with the HTML report the test command wrote beside it (suite.html)."""
+    from tests.cli import infermeter
+
+    out = tmp_path_factory.mktemp("tradeoff") / "suite"
+    html = out.parent / "suite.html"
+    p = infermeter("test", "tradeoff", "--quick", "--capacity", "20", "--no-progress", "--out", out, "--html", html)
+    assert p.returncode == 0, p.stderr
+    return out

@@ -640,13 +640,14 @@ class LetThrough(BaseException):
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Build the click command once (typer rebuilds it per call, 20 ms), stop whatever starts to measure, and give
-    pytest back its SIGTERM handler (main() installs its own)."""
+    """Build the click group and its commands once (typer rebuilds them per call, 100 ms), stop whatever starts to
+    measure, and give pytest back its SIGTERM handler (main() installs its own)."""
 
     def let_through(*args: Any, **kwargs: Any) -> Any:
         raise LetThrough("validation let an invalid value through: the command started serving or measuring")
 
     monkeypatch.setattr(typer.main, "get_command", functools.cache(typer.main.get_command))
+    monkeypatch.setattr(typer.main, "get_group", functools.cache(typer.main.get_group))
     for target in MEASURING:
         monkeypatch.setattr(target, let_through)
     monkeypatch.delenv(UNSET_ENV, raising=False)

@@ -256,15 +256,17 @@ def test_repeat_runs_the_whole_suite_into_repeat_directories(
         assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
-def test_two_tradeoff_suites_compare_with_a_table_per_level_and_for_the_suite_figures(tmp_path: Path) -> None:
+def test_two_tradeoff_suites_compare_with_a_table_per_level_and_for_the_suite_figures(
+    tradeoff_suite: Path, tmp_path: Path
+) -> None:
     """The issue's acceptance, on the real clock (about a minute a suite): capacities 20 and 24 req/s give every
     level another rate; today's levels pair by their place in the plan."""
     from infermeter.suites.execute import load_result
 
-    a, b = tmp_path / "a", tmp_path / "b"
-    for out, extra in ((a, ["--capacity", "20"]), (b, ["--capacity", "24", "--scheduler", "chunked_prefill"])):
-        p = infermeter("test", "tradeoff", "--quick", "--no-progress", "--out", out, *extra)
-        assert p.returncode == 0, p.stderr
+    a, b = tradeoff_suite, tmp_path / "b"  # a: `test tradeoff --quick --capacity 20`
+    extra = ["--capacity", "24", "--scheduler", "chunked_prefill"]
+    p = infermeter("test", "tradeoff", "--quick", "--no-progress", "--out", b, *extra)
+    assert p.returncode == 0, p.stderr
     p = infermeter("compare", a, b, "--reps", "200")
     assert p.returncode == 0, p.stderr
     levels = [ref.level or ref.key for ref in load_result(a).runs]

@@ -11,8 +11,11 @@ from tests.cli import suite_result
 
 def test_fcfs_treats_short_requests_unfairly_and_the_priority_scheduler_less_so(tmp_path: Path) -> None:
     fcfs = suite_result("fairness", tmp_path / "fcfs")
-    prio = suite_result("fairness", tmp_path / "prio", "--scheduler", "priority")
+    saturation = fcfs.analysis.figures["saturation_req_s"]  # probed on FCFS: both schedulers at the same load
+    assert isinstance(saturation, float)
+    prio = suite_result("fairness", tmp_path / "prio", "--scheduler", "priority", "--saturation", str(saturation))
     a, b = fcfs.analysis.figures, prio.analysis.figures
+    assert a["rate_req_s"] == b["rate_req_s"]
     assert isinstance(a["short_inflation_p95"], float) and isinstance(b["short_inflation_p95"], float)
     assert a["short_inflation_p95"] > 3  # behind long prefills, short requests wait many times longer than alone
     assert b["short_inflation_p95"] < 0.75 * a["short_inflation_p95"]

@@ -10,6 +10,7 @@ import pytest
 
 from infermeter.records import read_run_info
 from infermeter.report.suite import suite_report
+from infermeter.suites.execute import load_result
 from tests.cli import suite_result
 
 
@@ -43,8 +44,8 @@ def test_throughput_finds_saturation_without_an_slo_and_less_load_under_a_tight_
     assert isinstance(g["sustainable_load"], float) and g["sustainable_load"] < f["sustainable_load"]
 
 
-def test_tradeoff_sweeps_twelve_levels_and_finds_the_knee(tmp_path: Path) -> None:
-    result = suite_result("tradeoff", tmp_path / "tradeoff", "--capacity", "20")
+def test_tradeoff_sweeps_twelve_levels_and_finds_the_knee(tradeoff_suite: Path) -> None:
+    result = load_result(tradeoff_suite)  # `test tradeoff --quick --capacity 20`
     f = result.analysis.figures
     assert f["levels"] == 12 and len(result.analysis.tables[0].rows) == 12
     assert isinstance(f["knee_index"], int) and f["knee_index"] >= 3  # low load is flat, then latency turns up
