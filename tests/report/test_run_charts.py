@@ -116,6 +116,16 @@ def test_a_chart_becomes_a_plotly_figure_with_stacked_panels() -> None:
     assert chart.points() == 4
 
 
+def test_labels_of_marks_at_one_x_stack_instead_of_overlapping() -> None:
+    """A tradeoff whose knee is also its optimal level draws both labels, one above the other."""
+    marks = [Mark(label="knee", x=2.0), Mark(label="optimal", x=2.0), Mark(label="other", x=3.0)]
+    chart = Chart(
+        id="x", title="t", x_title="x", panels=["y"], traces=[Trace(name="a", x=[1, 2], y=[1, 2])], marks=marks
+    )
+    notes = plotly_figure(chart)["layout"]["annotations"]
+    assert [(n["text"], n["yshift"]) for n in notes] == [("knee", 0), ("optimal", 14), ("other", 0)]
+
+
 def test_a_run_that_kept_only_each_streams_endpoints_draws_no_gaps(cols: RecordColumns, tmp_path: Path) -> None:
     summary = summarize(cols, "B", {}, parse_deadlines("tbt=50ms"))
     ids = {c.id for c in run_charts(cols, summary, tmp_path, endpoints_only=True)}

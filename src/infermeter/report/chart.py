@@ -118,10 +118,11 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
         }
     data = [_trace(t, i, n) for i, t in enumerate(chart.traces)]
     shapes, notes = [], []
-    for m in chart.marks:
+    for k, m in enumerate(chart.marks):
         yref = _axis_name("y", m.row)
         if m.x is not None:
             shapes.append(_line("x", yref + " domain", m.x, (0, 1)))
+            same = sum(o.x == m.x and o.row == m.row for o in chart.marks[:k])  # labels at one x stack, not overlap
             notes.append(
                 {
                     "x": m.x,
@@ -131,6 +132,7 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
                     "text": m.label,
                     "showarrow": False,
                     "yanchor": "bottom",
+                    "yshift": 14 * same,
                     "textangle": 0,
                     "font": {"size": 11},
                 }
