@@ -19,6 +19,7 @@ from infermeter.load import clock_accuracy as ca
 from infermeter.load.disclosure import SINGLE_MACHINE
 from infermeter.load.options import RunOptions
 from infermeter.suites.disclosures import agreement_verdict, ntp_verdict
+from tests.loopback import serving
 
 CHRONY = "A29FC87B,162.159.200.123,3,1700000000.123456789,-0.000012345,0.000001234,0.000023456,-12.345,-0.001,0.012,"
 CHRONY_OK = CHRONY + "0.012345678,0.001234567,1024.5,Normal"
@@ -56,15 +57,8 @@ async def shifted_server(
 
     app = web.Application()
     app.router.add_route("*", "/", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def _bound(shift_s: float, server_header: str | None = "Python aiohttp") -> ca.DateBound:

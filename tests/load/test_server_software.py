@@ -27,6 +27,7 @@ from infermeter.load.server_software import (
 from infermeter.records import read_run_info
 from infermeter.run_info import Sut
 from tests.cli import infermeter
+from tests.loopback import serving
 
 # what each server answers, as their sources write it (trimmed)
 VLLM = {"/version": {"version": "0.11.0"}}
@@ -51,15 +52,8 @@ async def answering(routes: dict[str, Any], delay_s: float = 0.0) -> AsyncIterat
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 def ask(routes: dict[str, Any]) -> list[tuple[str, str, str]]:
