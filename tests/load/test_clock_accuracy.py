@@ -174,18 +174,11 @@ def test_each_probe_waits_no_longer_than_the_budget_has_left() -> None:
 
         app = web.Application()
         app.router.add_route("*", "/", slow)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        started = time.monotonic()
-        try:
+        async with serving(app) as url:
+            started = time.monotonic()
             with pytest.raises(ValueError, match="did not answer"):
-                await ca.date_bound(f"http://127.0.0.1:{port}", budget_s=0.3)
+                await ca.date_bound(url, budget_s=0.3)
             return time.monotonic() - started
-        finally:
-            await runner.cleanup()
 
     assert asyncio.run(run()) < 0.3 + 0.5  # not the 1 s of one probe's own timeout
 

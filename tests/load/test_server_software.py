@@ -242,7 +242,8 @@ def test_the_emulators_declaration_holds_typed_versions() -> None:
 
     versions = sut_declaration(EmulatorConfig())["software_versions"]
     assert versions and all(isinstance(v, SoftwareVersion) for v in versions)
-    assert Sut.model_validate({k: v for k, v in sut_declaration(EmulatorConfig()).items() if k != "emulated"})
+    sut = Sut.model_validate({k: v for k, v in sut_declaration(EmulatorConfig()).items() if k != "emulated"})
+    assert sut.software_versions == versions  # the run.json model keeps them as declared
 
 
 def test_a_remote_servers_answer_is_asked_once_per_url(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,18 +260,11 @@ def test_a_remote_servers_answer_is_asked_once_per_url(monkeypatch: pytest.Monke
 
         app = web.Application()
         app.router.add_get("/{tail:.*}", answer)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-        try:
+        async with serving(app) as url:
             first = await server_versions(url)
             n = len(hits)
             again = await server_versions(url)
             return first, again, len(hits) - n
-        finally:
-            await runner.cleanup()
 
     first, again, asked_again = asyncio.run(run())
     assert [v.version for v in first] == ["0.11.0"] and again == first and asked_again == 0

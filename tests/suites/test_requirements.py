@@ -201,7 +201,7 @@ TRADEOFF = {
 
 def itl_case(pcts: tuple[int, ...] = (25, 50, 75, 90), n: int = 100, output: int = 60) -> Case:
     runs = [(pct, emulated(stream(n, rate=pct / 10, output=output), key=f"level-{pct}pct")) for pct in pcts]
-    measured = {"saturation": Capacity(10.0, "given (--saturation)", False), "runs": runs}
+    measured = {"saturation": Capacity(10.0, "given (--saturation)"), "runs": runs}
     return Case(measured, get_suite("itl").params.build({"saturation": 10.0}, False))
 
 
@@ -289,7 +289,7 @@ def fairness_case(short: int = 2000, long: int = 500, seconds: float = 310.0) ->
             stream(500, rate=rate, output=300, input_tokens=2048, request_class="long"), **open_loop(rate)
         ),
     }
-    measured = {"runs": {**alone, "mix": mix}, "rate": rate, "saturation": Capacity(rate / 0.8, "given", False)}
+    measured = {"runs": {**alone, "mix": mix}, "rate": rate, "saturation": Capacity(rate / 0.8, "given")}
     return Case(measured, get_suite("fairness").params.build({"rate": rate}, False))
 
 
@@ -310,7 +310,7 @@ FAIRNESS = {
     "each class measured alone at the same total load": Break(_half_rate_alone),
     "Synthetic-Skewed requests in the short and long classes as 5.6.2 defines them": Break(_outside_class),
     "load at 70-90% of the saturation rate": Break(
-        lambda c: c.measured.__setitem__("saturation", Capacity(c.measured["rate"] * 2, "given", False))
+        lambda c: c.measured.__setitem__("saturation", Capacity(c.measured["rate"] * 2, "given"))
     ),
 }
 

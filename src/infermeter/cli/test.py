@@ -112,8 +112,7 @@ def run_test(
     command = shlex.join(["infermeter", *argv])
 
     def one(where: Path) -> tuple[SuiteResult, list[RunInfo]]:
-        """The suite run (or resumed) in `where`, and its runs' run.json."""
-        from infermeter.records import read_run_info
+        """The suite run (or resumed) in `where`, and its runs' run.json (as the lab read them)."""
         from infermeter.suites.execute import claim_suite_dir, execute
         from infermeter.suites.lab import Lab
 
@@ -123,7 +122,7 @@ def run_test(
             err.print("starting the embedded emulator (no --url given)")
         with Lab(where, base, emulator, progress, err, quick) as lab:
             result = execute(suite, lab, params, quick, command)
-        return result, [read_run_info(Path(r.run_dir)) for r in result.runs]
+        return result, [r.info for r in lab.runs]
 
     if repeat is None:
         result, infos = one(out)

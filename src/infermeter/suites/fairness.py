@@ -126,7 +126,7 @@ class FairnessSuite:
     def load(self, lab: Lab, params: FairnessParams, mix: dict[str, Any]) -> tuple[float, Capacity | None]:
         """The mix's total rate, and the saturation it is a share of (when known)."""
         if params.saturation is not None:
-            sat: Capacity | None = Capacity(params.saturation, "given (--saturation)", False)
+            sat: Capacity | None = Capacity(params.saturation, "given (--saturation)")
         elif params.rate is None and lab.embedded:
             sat = emulator_capacity(lab, mix, what="the emulator on the mix")
         else:

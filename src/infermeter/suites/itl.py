@@ -86,10 +86,10 @@ class ItlSuite:
 
     def saturation(self, lab: Lab, params: ItlParams, work: dict[str, Any]) -> Capacity:
         if params.saturation is not None:
-            return Capacity(params.saturation, "given (--saturation)", False)
+            return Capacity(params.saturation, "given (--saturation)")
         if params.from_ is not None:
             rate = from_suite(params.from_, "sustainable_rate")
-            return Capacity(rate, f"the throughput test (5.2) in {params.from_}", True)
+            return Capacity(rate, f"the throughput test (5.2) in {params.from_}")
         if lab.embedded:
             return emulator_capacity(lab, work)
         raise UserError("give the saturation rate: --saturation R, or --from DIR of a `throughput` test")

@@ -281,7 +281,7 @@ class LongContextSuite:
                 "MUST",
                 "5.9.4",
                 "the scaling exponent and the fits are reported",
-                fitted and len(runs) >= 3,
+                fitted and len(runs) >= MIN_FIT_LENGTHS,
                 analysis.findings[0],
             ),
             requirement(

@@ -103,7 +103,7 @@ class PrefixCacheSuite:
     params = PrefixParams
 
     def emulator(self, params: PrefixParams) -> EmulatorConfig:
-        """A batch of 16 sequences, so the throughput runs' 32 requests in flight keep it at capacity."""
+        """A small batch (throughput.small_engine), so the capacity runs' requests in flight keep it at capacity."""
         return small_engine(prefix_caching=True)
 
     def spec(self, params: PrefixParams) -> WorkloadSpec:

@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 
 from infermeter.emulator.config import EmulatorConfig
+from infermeter.errors import UserError
 from infermeter.metrics.columns import RecordColumns
-from infermeter.suites.lab import Lab, Run
+from infermeter.suites.lab import Lab
 
 MIDDLE = (0.1, 0.9)  # completions between these shares of the run: no ramp-up, no drain
 MAX_PROBE_CONCURRENCY = 64
+PROBE_KEY = "probe-capacity"  # the probe run's directory under runs/ and its level
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,6 @@ class Capacity:
 
     rate: float
     source: str
-    measured: bool  # by a run of this suite (a probe or a search), not given
-    run: Run | None = None
 
 
 def completion_rate(cols: RecordColumns) -> float | None:
@@ -44,26 +44,18 @@ def probe_concurrency(emulator: EmulatorConfig | None) -> int:
     return int(min(max(2 * (seqs or 32), 8), MAX_PROBE_CONCURRENCY))
 
 
-def emulator_capacity(
-    lab: Lab,
-    workload: dict[str, Any],
-    key: str = "probe-capacity",
-    emulator: EmulatorConfig | None = None,
-    what: str = "the emulator",
-) -> Capacity:
+def emulator_capacity(lab: Lab, workload: dict[str, Any], what: str = "the emulator") -> Capacity:
     """The embedded emulator's request rate at capacity on `workload`, measured by a closed-loop run."""
-    concurrency = probe_concurrency(emulator or lab.emulator)
+    concurrency = probe_concurrency(lab.emulator)
     requests = concurrency * (2 if lab.quick else 8)
-    cfg = lab.config(workload=workload, load={"concurrency": concurrency, "requests": requests}, emulator=emulator)
-    run = lab.run(key, f"capacity probe: closed loop at concurrency {concurrency}", cfg, level=key)
+    cfg = lab.config(workload=workload, load={"concurrency": concurrency, "requests": requests})
+    run = lab.run(PROBE_KEY, f"capacity probe: closed loop at concurrency {concurrency}", cfg, level=PROBE_KEY)
     rate = completion_rate(run.columns())
     if rate is None:
-        from infermeter.errors import UserError
-
         raise UserError(f"the capacity probe of {what} completed too few requests to give a rate: see {run.run_dir}")
     rate = float(f"{rate:.4g}")
     source = (
         f"the capacity of {what} measured by a closed-loop probe: {rate:g} req/s completed at concurrency "
         f"{concurrency} ({requests} requests; completions per second between the 10th and 90th percentile completion)"
     )
-    return Capacity(rate, source, True, run)
+    return Capacity(rate, source)
