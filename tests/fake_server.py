@@ -182,6 +182,13 @@ class _Handler:
         elif mode == "nodone":
             await event(" a")
             await event(" b")
+        elif mode in ("finalnodone", "usagenodone"):  # how `transformers serve` ends a stream: no [DONE]
+            await event(" a")
+            await event(" b")
+            if mode == "finalnodone":
+                await resp.write(b'data: {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}\n\n')
+            else:
+                await resp.write(b'data: {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}\n\n')
         elif mode == "nonjson":
             await event(" a")
             await resp.write(b"data: {not json\n\n")

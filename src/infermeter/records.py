@@ -92,6 +92,7 @@ class RequestRecord:
     server_prefill_s: float | None = None  # its time processing the prompt (the uncached part)
     server_decode_s: float | None = None  # its time generating the output tokens
     finish_reason: str | None = None  # why the server ended the reply ("length", "stop", "content_filter", ...)
+    no_done: bool | None = None  # True: the reply was complete but its stream ended without data: [DONE]
 
 
 SCHEMA = pa.schema(
@@ -115,6 +116,7 @@ SCHEMA = pa.schema(
         ("server_prefill_s", pa.float64()),
         ("server_decode_s", pa.float64()),
         ("finish_reason", pa.string()),
+        ("no_done", pa.bool_()),
     ]
 )
 
@@ -128,6 +130,7 @@ LATER_FIELDS: tuple[str, ...] = (
     "server_prefill_s",
     "server_decode_s",
     "finish_reason",
+    "no_done",
 )
 
 
@@ -148,6 +151,7 @@ _EVERY_FIELD = RequestRecord(  # a record with a value in every column
     server_prefill_s=0.0,
     server_decode_s=0.0,
     finish_reason="length",
+    no_done=True,
 )
 
 

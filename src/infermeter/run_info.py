@@ -345,6 +345,7 @@ class Stream(Block):
     non_content_first: int  # requests whose first event carried no content (role-only, empty, whitespace)
     refusals: int
     finish_reasons: dict[str, int] = Field(default_factory=dict)  # as the server reported them, over ok requests
+    without_done: int = 0  # complete replies whose stream ended after its final chunk with no data: [DONE]
 
 
 class PromptMismatch(Block):

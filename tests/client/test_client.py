@@ -126,7 +126,7 @@ def test_sse_parser_handles_split_lines_comments_and_fields():
         ("http500", "error", "HTTP 500", "boom: the model is overloaded"),
         ("reset", "error", reasons.LOST_MID_STREAM, "after 2 tokens"),
         ("malformed", "error", reasons.MALFORMED_SSE, "this is not sse"),
-        ("nodone", "error", reasons.NO_DONE, "after 2 tokens"),
+        ("nodone", "error", reasons.UNFINISHED, "after 2 tokens, no finish_reason"),
         ("nonjson", "error", reasons.INVALID_JSON, "{not json"),
         ("errorevent", "error", reasons.SERVER_ERROR_EVENT, "out of memory"),
         ("slowfirst", "timeout", reasons.FIRST_TOKEN_TIMEOUT, "no content token within 0.3 s"),
@@ -146,6 +146,20 @@ async def test_failure_modes_end_the_record_not_the_run(server, mode, status, re
     assert bad.status == status and failure_reason(bad.error) == reason and detail in bad.error, bad.error
     if mode in ("reset", "nodone", "malformed", "nonjson"):
         assert len(bad.token_times) >= 1  # what arrived before the failure is kept
+
+
+@pytest.mark.parametrize("mode", ["finalnodone", "usagenodone"])
+async def test_a_stream_ending_after_its_final_chunk_without_done_is_complete(server, mode):
+    """`transformers serve` ends its streams after the finish_reason or usage chunk, with no [DONE]: the reply is
+    complete (as the OpenAI SDK reads it), and the record notes the missing terminator."""
+    client, _clock = client_for(server.url)
+    records = []
+    await drive(client, [req(0, f"{mode} x"), req(1, "ok y")], LoadPattern(concurrency=1), records.append)
+    await client.close()
+    cut, plain = records
+    assert cut.status == "ok" and cut.error == "" and cut.no_done is True, cut.error
+    assert cut.output_tokens == 2 and len(cut.token_times) == 2
+    assert plain.status == "ok" and plain.no_done is None
 
 
 async def test_connection_refused_is_a_record():

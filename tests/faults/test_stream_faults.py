@@ -6,6 +6,7 @@ the run and summary.json counts the failures by reason.
 """
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 
 from infermeter.emulator import EmulatorConfig, Fault, running_emulator
@@ -24,7 +25,6 @@ FAULTS = [
     ("http_503", {}, [], ("error", "HTTP 503", "overloaded")),
     ("reset_before_headers", {}, [], ("error", "connection closed before the response", "")),
     ("reset_mid_stream", {}, [], ("error", "connection lost mid-stream", "after 4 tokens")),
-    ("reset_before_done", {}, [], ("error", "connection lost mid-stream", "usage received")),
     (
         "stall_before_first_token",
         {"stall_s": 3},
@@ -40,9 +40,9 @@ FAULTS = [
     ("invalid_json", {}, [], ("error", "invalid JSON event", "broken")),
     ("line_without_data", {}, [], ("error", "malformed SSE", "this line has no data field")),
     ("error_event", {}, [], ("error", "server error event", "engine failure while decoding")),
-    ("no_done", {}, [], ("error", "stream ended without [DONE]", "after 8 tokens")),
+    ("end_before_finish", {}, [], ("error", "stream ended before its final chunk", "after 4 tokens")),
 ]
-VALID_SHAPES = ["crlf", "split_reads", "keep_alive", "no_final_usage"]
+VALID_SHAPES = ["crlf", "split_reads", "keep_alive", "no_final_usage", "no_done", "reset_before_done"]
 
 
 def run_against(cfg: EmulatorConfig, out, *extra: str):
@@ -84,16 +84,22 @@ def test_a_fault_ends_its_requests_records_and_the_run_goes_on(tmp_path, kind, p
 
 @pytest.mark.parametrize("kind", VALID_SHAPES)
 def test_valid_stream_shapes_are_read_as_the_plain_stream(tmp_path, kind):
-    """CRLF line endings, events split over many reads, keep-alive comments and a final chunk without usage are
-    all valid: every request is served and every token counted."""
+    """CRLF line endings, events split over many reads, keep-alive comments, a final chunk without usage and a
+    stream that ends (or is cut) after its final chunk without [DONE] are all valid: every request is served and
+    every token counted; run.json counts the streams that had no [DONE]."""
     out = tmp_path / "run"
     p = run_against(EmulatorConfig(speed=10, faults=[Fault(kind=kind)]), out)
     assert p.returncode == ExitCode.OK, p.stderr
     cols = one_record_each(out)
     assert cols.ok.all(), cols.error
     assert (cols.output_tokens == 8).all() and (cols.tokens.lengths == 8).all()
+    info = orjson.loads((out / "run.json").read_bytes())
     if kind != "split_reads":  # split writes delay the events past the server's own emission times
-        assert orjson.loads((out / "run.json").read_bytes())["itl_option"] == "C"
+        assert info["itl_option"] == "C"
+    assert info["stream"]["without_done"] == (N if kind in ("no_done", "reset_before_done") else 0)
+    assert pq.read_table(out / "records.parquet").column("no_done").to_pylist().count(True) == N - (
+        0 if kind in ("no_done", "reset_before_done") else N
+    )
 
 
 def test_a_run_where_nothing_succeeds_says_so_with_its_exit_code(tmp_path):

@@ -107,10 +107,26 @@ def finish_run(result) -> None:  # type: ignore[no-untyped-def]
     if r.total and not r.ok:
         top = next(iter(r.failures_by_reason), "unknown")
         raise Stopped(
-            f"no request succeeded: {r.failed} of {r.total} failed (most often: {top}); "
+            f"no request succeeded: {r.failed} of {r.total} failed (most often: {top}){_field_hint(result.run_dir)}; "
             f"see infermeter report {result.run_dir}",
             ExitCode.NO_SUCCESS,
         )
+
+
+def _field_hint(run_dir: Path) -> str:
+    """The hint a failure carries when the server rejected a field infermeter sent (which option sends it)."""
+    from infermeter.client.reasons import REJECTED_FIELD
+    from infermeter.metrics import RecordColumns
+
+    try:
+        errors = RecordColumns.of_run(run_dir).error
+    except (UserError, OSError):
+        return ""
+    for error in errors:
+        at = error.find(REJECTED_FIELD)
+        if at >= 0:
+            return ": " + error[at:].rstrip(")")
+    return ""
 
 
 def trace_length(trace: Path) -> int:

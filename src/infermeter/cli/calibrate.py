@@ -55,6 +55,7 @@ def calibrate(
     model: opt.Model = None,
     api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
     extra_body: opt.ExtraBody = None,
+    ignore_eos: opt.IgnoreEos = True,
     tokenizer: opt.Tokenizer = None,
     quick: Annotated[bool, typer.Option("--quick", help="a shorter probe, under a minute")] = False,
     max_prompt: Annotated[
@@ -89,7 +90,9 @@ def calibrate(
     plan = plan.capped(max_prompt) if max_prompt is not None else plan
     emu = None if url is not None else emulator_settings(emulator_config, None)
     with target(url, emu, backend) as (target_url, sut, metrics_url):
-        cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {})  # type: ignore[arg-type]
+        cfg = ClientConfig(
+            target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {}, ignore_eos=ignore_eos  # type: ignore[arg-type]
+        )
         cfg.model = cfg.model or str(sut.get("model") or "")
         if not cfg.model:
             if backend != "openai":

@@ -198,6 +198,8 @@ def profile_prefill_cmd(
     backend: opt.BackendName = "openai",
     model: opt.Model = None,
     api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
+    extra_body: opt.ExtraBody = None,
+    ignore_eos: opt.IgnoreEos = True,
     lengths: Annotated[
         list[int],
         typer.Option(help="prompt lengths to profile, comma-separated", parser=opt.int_list(1, opt.MAX_LENGTH)),
@@ -231,7 +233,9 @@ def profile_prefill_cmd(
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
     with target(url, emu, backend) as (target_url, sut, _):
-        cfg = ClientConfig(target_url, api, model or "", api_key_env=api_key_env)  # type: ignore[arg-type]
+        cfg = ClientConfig(
+            target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {}, ignore_eos=ignore_eos  # type: ignore[arg-type]
+        )
         cfg.model = cfg.model or str(sut.get("model") or "")  # the embedded emulator's
         if not cfg.model:
             if backend != "openai":

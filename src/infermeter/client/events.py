@@ -43,6 +43,8 @@ class StreamState:
     cumulative: int | None = None  # continuous usage stats: completion tokens so far
     text: list[str] = field(default_factory=list)  # the content pieces, joined and counted once the stream ends
     finish_reason: str | None = None  # the last one the stream named
+    final: bool = False  # a final chunk arrived: one naming a finish_reason, or usage with no choices
+    no_done: bool = False  # complete (a final chunk arrived) but the stream ended without data: [DONE]
 
     @property
     def tokens(self) -> int:
@@ -107,11 +109,24 @@ class StreamDecoder:
         return state.content_started and not was_started
 
     def end(self) -> None:
-        """The stream closed cleanly: complain if it stopped mid-line or before [DONE]."""
-        if self.parser.pending.strip() and not self.state.done:
-            raise StreamFailure(reasons.NO_DONE, f"the stream stopped mid-line: {_snippet(self.parser.pending)}")
-        if not self.state.done:
-            raise StreamFailure(reasons.NO_DONE, f"after {self.state.tokens} tokens")
+        """The stream closed cleanly: complete after [DONE] or after a final chunk (servers such as `transformers
+        serve` send no [DONE], and the OpenAI SDK accepts that); a failure if it stopped mid-line or before any
+        final chunk."""
+        state = self.state
+        if state.done:
+            return
+        if self.parser.pending.strip():
+            raise StreamFailure(reasons.UNFINISHED, f"the stream stopped mid-line: {_snippet(self.parser.pending)}")
+        if not self.closed_complete():
+            raise StreamFailure(reasons.UNFINISHED, f"after {state.tokens} tokens, no finish_reason")
+
+    def closed_complete(self) -> bool:
+        """Whether a stream that ends here (closed, or cut) delivered a whole reply; notes a missing [DONE]."""
+        state = self.state
+        if state.done:
+            return True
+        state.no_done = state.final
+        return state.final
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         state = self.state
@@ -132,11 +147,14 @@ class StreamDecoder:
                 state.usage_prompt = prompt
         choices = event.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            if isinstance(usage, dict) and not choices:
+                state.final = True  # the usage chunk include_usage asks for: the last before [DONE]
             return
         choice = choices[0]
         reason = choice.get("finish_reason")
         if isinstance(reason, str):
             state.finish_reason = reason[:40]
+            state.final = True
         if self.chat:
             delta = choice.get("delta")
             delta = delta if isinstance(delta, dict) else {}

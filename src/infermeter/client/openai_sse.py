@@ -92,6 +92,19 @@ class ClientConfig:
             out["Authorization"] = f"Bearer {key}"
         return out
 
+    def rejected_field(self, status: int, body: bytes) -> str:
+        """A 400/422 whose body names a field this client sent beyond the OpenAI schema: which option sends it
+        (servers such as `transformers serve` answer 422 to any field they do not know); else ''."""
+        if status not in (400, 422):
+            return ""
+        text = bytes(body).decode("utf-8", "replace")
+        if self.ignore_eos and "ignore_eos" in text:
+            return f"{reasons.REJECTED_FIELD} ignore_eos (sent to run replies to max_tokens): add --no-ignore-eos"
+        for key in self.extra_body:
+            if key in text:
+                return f"{reasons.REJECTED_FIELD} {key}: leave it out of --extra-body"
+        return ""
+
     def declaration(self) -> Client:
         """What run.json says about the client (the API key itself never appears)."""
         return Client(
@@ -360,8 +373,8 @@ class OpenAIClient:
             except ConnectionEnded as exc:
                 if not exc.responded and "reused" in trace_ctx:
                     raise _Stale from None
-                if state.done:
-                    return  # the reply was complete ([DONE] arrived): how the connection ended does not matter
+                if decoder.closed_complete():
+                    return  # the reply was complete ([DONE] or a final chunk arrived): how the connection ended does not matter
                 if reply.head is None:
                     raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, str(exc)) from None
                 received = f"after {state.tokens} tokens" + (", usage received" if state.usage_completion else "")
@@ -370,7 +383,9 @@ class OpenAIClient:
                 raise _Failure("error", reasons.MALFORMED_HTTP, str(exc)) from None
             assert reply.head is not None
             if reply.head.status != 200:
-                raise _Failure("error", reasons.http(reply.head.status), _error_detail(reply.head, reply.error_body))
+                detail = _error_detail(reply.head, reply.error_body)
+                hint = self.config.rejected_field(reply.head.status, reply.error_body)
+                raise _Failure("error", reasons.http(reply.head.status), f"{detail} ({hint})" if hint else detail)
             decoder.end()
         finally:
             if not reply.done.done():
@@ -443,6 +458,7 @@ class OpenAIClient:
         rec.server_prefill_s = server.prefill_s
         rec.server_decode_s = server.decode_s
         rec.finish_reason = stream.finish_reason
+        rec.no_done = True if stream.no_done else None
         if self.config.count_text is not None:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 

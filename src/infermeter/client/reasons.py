@@ -6,7 +6,7 @@ CANNOT_CONNECT = "cannot connect"
 CONNECT_TIMEOUT = "connect timeout"
 CLOSED_BEFORE_RESPONSE = "connection closed before the response"
 LOST_MID_STREAM = "connection lost mid-stream"
-NO_DONE = "stream ended without [DONE]"
+UNFINISHED = "stream ended before its final chunk"  # no finish_reason, no usage chunk: a cut reply
 MALFORMED_SSE = "malformed SSE"
 INVALID_JSON = "invalid JSON event"
 MALFORMED_EVENT = "malformed event"
@@ -16,6 +16,7 @@ TOTAL_TIMEOUT = "total timeout"
 CANCELLED = "cancelled"
 CLIENT_ERROR = "client error"
 MALFORMED_HTTP = "malformed HTTP response"
+REJECTED_FIELD = "the server rejects the field"  # a 400/422 detail's hint: the field, then the option that sends it
 CLIENT_LIMIT = "client out of file descriptors"  # the load generator's host, not the server
 
 

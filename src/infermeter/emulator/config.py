@@ -28,6 +28,11 @@ class EmulatorConfig(BaseModel):
         default=None, ge=0, le=65535, description="also serve KServe v2 gRPC streaming here (0: a free port)"
     )
     api_key: str | None = Field(default=None, description="when set, requests must carry it (else HTTP 401)")
+    strict_fields: bool = Field(
+        default=False,
+        description="answer HTTP 422 to a request field outside the OpenAI schema (ignore_eos, ...), as "
+        "`transformers serve` does",
+    )
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     tokenizer: str = Field(
         default=REFERENCE,

@@ -26,6 +26,7 @@ FaultKind = Literal[
     "line_without_data",
     "error_event",
     "no_done",
+    "end_before_finish",
     "crlf",
     "split_reads",
     "keep_alive",
@@ -38,13 +39,14 @@ KINDS: dict[str, str] = {
     "http_503": "answer HTTP 503 Service Unavailable",
     "reset_before_headers": "close the connection before any response",
     "reset_mid_stream": "close the connection after a share `at` of the tokens",
-    "reset_before_done": "close the connection after the last token and usage, before [DONE]",
+    "reset_before_done": "close the connection after the final chunk (usage), before [DONE] (a complete reply)",
     "stall_before_first_token": "hold the stream stall_s seconds before the first token",
     "stall_mid_stream": "hold the stream stall_s seconds after a share `at` of the tokens",
     "invalid_json": "send an event whose data is not JSON after a share `at` of the tokens",
     "line_without_data": "send a line without a data: field after a share `at` of the tokens",
     "error_event": "send an error event (as vLLM does) after a share `at` of the tokens, then [DONE]",
-    "no_done": "end the stream without [DONE]",
+    "no_done": "end the stream after its final chunk without [DONE], as `transformers serve` does (valid)",
+    "end_before_finish": "end the stream cleanly after a share `at` of the tokens, before any final chunk",
     "crlf": "end every line with CRLF (valid SSE)",
     "split_reads": "write every event a few bytes at a time (valid SSE)",
     "keep_alive": "send ': keep-alive' comment lines between events (valid SSE)",
@@ -56,7 +58,7 @@ HTTP_MESSAGE = {
     500: "The server had an error while processing your request (injected fault)",
     503: "The engine is overloaded, try again later (injected fault)",
 }
-VALID_SHAPES = ("crlf", "split_reads", "keep_alive", "no_final_usage")
+VALID_SHAPES = ("crlf", "split_reads", "keep_alive", "no_final_usage", "no_done", "reset_before_done")
 
 
 class Fault(BaseModel):

@@ -303,6 +303,10 @@ class Emulator:
     ) -> web.StreamResponse:
         assert self.engine is not None
         received = time.perf_counter()
+        if self.config.strict_fields:
+            unknown = sorted(set(body) - (CHAT_FIELDS if chat else COMPLETION_FIELDS))
+            if unknown:
+                return _unprocessable(unknown)
         max_tokens, priority = self.generation(body, len(tokens))
         fault = self.faults.draw()
         if fault is not None and fault.kind in HTTP_STATUS:
@@ -344,7 +348,10 @@ class Emulator:
         """Whether streams may be served by the lean front end (emulator/lean_http.py): nothing configured that
         changes a request's path (faults, guardrails, an API key)."""
         c = self.config
-        return not c.faults and c.api_key is None and not c.input_filter_ms and not c.output_filter_ms
+        return (
+            not c.faults and c.api_key is None and not c.input_filter_ms and not c.output_filter_ms
+            and not c.strict_fields
+        )  # fmt: skip
 
     def too_long(self, prompt: int, max_tokens: int) -> str | None:
         """Why a request exceeds the model's context, or None."""
@@ -520,6 +527,9 @@ class Emulator:
         if fault.kind == "line_without_data":
             await out.raw(b"this line has no data field\n\n")
             return False
+        if fault.kind == "end_before_finish":
+            self.engine.abandon(handle)
+            return True
         if fault.kind == "error_event":
             self.engine.abandon(handle)
             error = {"message": "engine failure while decoding (injected fault)", "type": "server_error", "code": 500}
@@ -706,6 +716,24 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 def error_body(message: str) -> bytes:
     """An HTTP 400's JSON body, in OpenAI's error format."""
     return orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "code": 400}})
+
+
+# the request fields of OpenAI's API reference (completions and chat completions)
+_COMMON_FIELDS = frozenset(
+    {"model", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n", "presence_penalty", "seed", "stop",
+     "stream", "stream_options", "temperature", "top_p", "user"}
+)  # fmt: skip
+COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "best_of", "echo", "suffix"}
+CHAT_FIELDS = _COMMON_FIELDS | {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "modalities", "audio", "metadata", "store", "reasoning_effort", "service_tier", "prediction",
+}  # fmt: skip
+
+
+def _unprocessable(fields: list[str]) -> web.Response:
+    """HTTP 422 as a pydantic-validated server (FastAPI, `transformers serve`) answers an unknown field."""
+    detail = [{"type": "extra_forbidden", "loc": ["body", f], "msg": "Extra inputs are not permitted"} for f in fields]
+    return web.json_response({"detail": detail}, status=422)
 
 
 def _bad_request(message: str) -> web.HTTPBadRequest:

@@ -70,10 +70,18 @@ async def round_trip(url: str, samples: int = RTT_SAMPLES, timeout: float = RTT_
 
 
 def stream_block(table: pa.Table) -> Stream:
-    """Successful requests with a non-content event before the first content (a first chunk carrying no tokens),
-    and over every request the finish reasons the server named, refusals among them."""
+    """Successful requests with a non-content event before the first content (a first chunk carrying no tokens)
+    or a stream that ended without [DONE], and over every request the finish reasons the server named, refusals
+    among them."""
     ok = np.asarray(table.column("status").to_numpy(zero_copy_only=False) == "ok")
     chunks = table.column("chunk_tokens").to_pylist()
     first_empty = sum(1 for good, c in zip(ok, chunks, strict=True) if good and c and c[0] == 0)
     reasons = Counter(r for r in table.column("finish_reason").to_pylist() if r is not None)
-    return Stream(non_content_first=first_empty, refusals=reasons.get(REFUSAL, 0), finish_reasons=dict(reasons))
+    no_done = table.column("no_done").to_pylist() if "no_done" in table.column_names else []
+    without_done = sum(1 for good, missing in zip(ok, no_done, strict=True) if good and missing)
+    return Stream(
+        non_content_first=first_empty,
+        refusals=reasons.get(REFUSAL, 0),
+        finish_reasons=dict(reasons),
+        without_done=without_done,
+    )

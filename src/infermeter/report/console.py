@@ -188,6 +188,11 @@ def disclosure_notes(info: RunInfo) -> list[str]:
     if info.stream is not None:
         s = info.stream
         notes.append(f"Refusals (finish_reason content_filter): {s.refusals}")
+        if s.without_done:
+            notes.append(
+                f"{s.without_done} streams ended after their final chunk without data: [DONE]; counted complete, as "
+                "the OpenAI SDK reads them"
+            )
         if s.non_content_first:
             notes.append(
                 f"{s.non_content_first} responses began with a non-content event (role-only or empty); TTFT is the "
