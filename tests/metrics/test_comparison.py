@@ -145,6 +145,50 @@ def test_the_load_is_compared_by_meaning_not_wording() -> None:
     assert "loop" in same_load(_groups(_read(live), _read(closed))).reason
 
 
+def test_a_prediction_and_the_live_run_of_its_requests_hold_the_same_load() -> None:
+    """run.json as `predict` writes it (the arrivals in the workload block, "poisson at 0.757 req/s") and as a live
+    run writes it (load.arrivals too, "open-loop poisson at 0.757 req/s"), the same 100 requests at the same times
+    (one request hash): every 6.1 MUST on the workload and the load is met, and the 6.4 item naming differences names
+    the systems' declarations alone, not the load (its wording differs, its parameters do not)."""
+    from infermeter.metrics.checklist import differences_noted
+    from tests.evidence import info
+
+    poisson = {"kind": "poisson", "rate": 0.757, "description": "poisson at 0.757 req/s"}
+    workload = {"name": "conversation", "seed": 42, "arrivals": poisson}
+    live = info(
+        sut={"software": "transformers serve 4.57"},
+        workload=workload,
+        load={"description": "open-loop poisson at 0.757 req/s", "requests": 100, "arrivals": poisson},
+    )
+    predicted = info(
+        kind="simulated",
+        sut={"model": "engine model", "url": None, "hardware": "1 x simulated engine", "software": "infermeter sim"},
+        workload=workload,
+        load={"description": "poisson at 0.757 req/s", "requests": 100},
+    )
+    groups = _groups(_read(live, n=100, rate=0.757), _read(predicted, n=100, rate=0.757))
+    found = {f.text: f for f in equivalence(groups)}
+    assert found["Identical workload: same requests in the same order, same seed"].met is True
+    load = found["Same load model and parameters"]
+    assert load.met is True and load.reason == "open loop, poisson at 0.757 req/s, 100 requests"
+    noted = differences_noted(groups)
+    assert noted.reason.startswith("differences: model: G1 'm' vs G2 'engine model'; hardware: ")
+    assert "differ" not in noted.reason.split("software: ")[-1]  # no "(the load differs too)"
+    faster = info(
+        kind="simulated",
+        sut=predicted.sut,
+        load={"description": "poisson at 1 req/s", "requests": 100},
+        workload={**workload, "arrivals": {**poisson, "rate": 1}},
+    )
+    other = _groups(_read(live, n=100, rate=0.757), _read(faster, n=100, rate=0.757))
+    differ = next(f for f in equivalence(other) if f.text == "Same load model and parameters")
+    assert differ.met is False and differ.reason == (
+        "loads differ in rate: G1 open loop, poisson at 0.757 req/s, 100 requests | G2 open loop, poisson at 1 req/s, "
+        "100 requests"
+    )
+    assert differences_noted(other).reason.endswith(" (the load differs too)")
+
+
 def test_a_run_s_window_is_placed_on_the_wall_clock() -> None:
     """First submission at 5 s on the run clock, the last token 0.9 + 0.05 + 63 x 0.01 s later."""
     from tests.evidence import info

@@ -386,7 +386,11 @@ def differences_noted(groups: list[Group]) -> Finding:
         more = f" and {len(other) - SHOWN} more" if len(other) > SHOWN else ""
         named.append(f"settings {', '.join(other[:SHOWN])}{more}")
     unsaid = not named and not _same(g.config.get("system") for g in groups)
-    rest = sorted(k for k in ("workload", "load") if not _same(g.config.get(k) for g in groups))
+    apart = {  # the load by its parameters (LoadModel), not by the words run.json describes it in
+        "load": bool(differing([LoadModel.of(i) for i in firsts])),
+        "workload": not _same(g.config.get("workload") for g in groups),
+    }
+    rest = [k for k, differs in apart.items() if differs]
     if lacking:
         flags = ", ".join(f"--{f}" for f in IDENTIFYING)
         reason = f"{'; '.join(lacking)}: a difference there would go unnoted (give {flags})"

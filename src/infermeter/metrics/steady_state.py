@@ -54,6 +54,47 @@ def completion_ratio(submitted: np.ndarray, finished_ok: np.ndarray) -> float | 
     return float((len(fin) - 1) / (fin[-1] - fin[0]) / arrival)
 
 
+@dataclass(frozen=True)
+class OutputFlow:
+    """Output tokens offered and delivered per second: completion_ratio's test in tokens.  Offered: the tokens the
+    requests asked for (a successful request: the tokens it was answered with, as its end of stream decided; a failed
+    one: its max_tokens, none delivered) over the span from the first submission to the last; delivered: the tokens of
+    the successful requests over the span from the first completion to the last.  Each rate leaves out its first event
+    ((n - 1) intervals over the span), so a stable server's drain after the last arrival does not count against it
+    and a saturated one, delivering at its capacity, shows a lower rate."""
+
+    offered_tok_s: float
+    delivered_tok_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.delivered_tok_s / self.offered_tok_s if self.offered_tok_s > 0 else 1.0
+
+
+def _rate(at: np.ndarray, tokens: np.ndarray) -> float | None:
+    """Tokens per second of events at `at` (finite ones), the first event's tokens left out; None under 2 events."""
+    keep = np.isfinite(at)
+    order = np.argsort(at[keep], kind="stable")
+    times, counts = at[keep][order], tokens[keep][order].astype(float)
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return float(counts[1:].sum() / (times[-1] - times[0]))
+
+
+def output_flow(
+    submitted: np.ndarray, asked: np.ndarray, finished_ok: np.ndarray, delivered: np.ndarray
+) -> OutputFlow | None:
+    """The run's OutputFlow from each request's submission time and the tokens it asked for, and its completion time
+    (inf: not successful) and the tokens it delivered; None where fewer than 3 requests were sent over a span (the
+    same bound as completion_ratio: no rate of arrivals to hold the completions against)."""
+    if np.isfinite(submitted).sum() < 3:
+        return None
+    offered = _rate(submitted, asked)
+    if offered is None:
+        return None
+    return OutputFlow(offered, _rate(finished_ok, delivered) or 0.0)
+
+
 STABILITY_SLICES = 5
 STABLE_CV = 0.10  # 5.2.3.2: output throughput steady within 10% across the window (as 4.5.2 asks of probes)
 

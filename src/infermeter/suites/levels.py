@@ -9,7 +9,15 @@ import numpy as np
 
 from infermeter.metrics import latency
 from infermeter.metrics.statistics import stats
-from infermeter.metrics.steady_state import QueueTrend, SteadyWindow, completion_ratio, queue_trend, steady_window
+from infermeter.metrics.steady_state import (
+    OutputFlow,
+    QueueTrend,
+    SteadyWindow,
+    completion_ratio,
+    output_flow,
+    queue_trend,
+    steady_window,
+)
 from infermeter.metrics.summary_model import Stats
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.suites.lab import Run
@@ -27,6 +35,7 @@ class Level:
     completion: float | None
     server_growing: bool | None  # the server's waiting gauge, when it exports one
     steady: SteadyWindow
+    flow: OutputFlow | None = None  # output tokens offered and delivered per second (None: under 3 requests sent)
 
     def steady_latency(self, metric: str) -> Stats:
         """TTFT, TPOT or E2E over the requests sent in the steady window (the draft's Table 4 at this level)."""
@@ -67,4 +76,6 @@ def measure(offered: float, run: Run) -> Level:
     server = run.summary.server_metrics
     growing = getattr(server, "waiting_growing", None) if server is not None else None
     trend = queue_trend(sub, finished, window)
-    return Level(offered, run, trend, completion_ratio(sub, finished), growing, steady_window(cols))
+    asked = np.where(cols.ok, cols.output_tokens, np.maximum(cols.max_tokens, cols.output_tokens))
+    flow = output_flow(sub, asked, finished, np.where(cols.ok, cols.output_tokens, 0))
+    return Level(offered, run, trend, completion_ratio(sub, finished), growing, steady_window(cols), flow)

@@ -4,6 +4,7 @@ Table 5, the knee point, the saturation point and the optimal operating point un
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -18,13 +19,21 @@ from infermeter.report.chart import Chart, Mark
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.report.text_plot import curve
 from infermeter.suites.charts import percentile_traces
-from infermeter.suites.common import at_least, from_flag, headline, requirement
+from infermeter.suites.common import at_least, from_flag, headline, not_verifiable, requirement
 from infermeter.suites.framework import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
 from infermeter.suites.lab import Lab
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.throughput import SweepParams, ThroughputParams, search_levels, small_engine
 
 SATURATION_TOLERANCE = 0.03  # a drop in achieved throughput smaller than this is measurement noise
+SHORTFALL = 0.90
+"""A level has fallen behind its load when the output tokens it delivered per second are under this fraction of those
+its requests asked for per second (levels.Level.flow, each rate over its own span): the draft's 90% completion floor
+(5.2.3.1), in tokens.  Noise at a stable level stays within a few percent of 1; a saturated server, delivering at its
+capacity, falls further short with every level above it."""
+FEW_REQUESTS = 30
+"""Completed requests under which a level's percentiles, queue trend and rates rest on too few samples to be relied on:
+a knee or saturation judgment resting on such a level is printed with a sample-size warning beside it."""
 
 
 def from_suite(path: Path, figure: str) -> float:
@@ -116,19 +125,15 @@ class TradeoffSuite:
             achieved.append(lv.output_tok_s)
             meets.append(not params.meets_slo(lv) and (s.requests.success_rate or 0) >= 0.99)
         knee = knee_point(p99)
-        sat = saturation_point(achieved, SATURATION_TOLERANCE)
+        saturation = saturation_verdict(levels)
+        sat = saturation.index
         best = optimal_point(achieved, meets)
         rate = [lv.offered for _, lv in levels]
         first = first_saturated(levels)
         findings = [
             f"capacity estimate {measured['capacity']:g} req/s from {measured['source']}",
-            f"Knee point: {rate[knee]:g} req/s (E2E P99 exceeds 2x the minimum)"
-            if knee is not None
-            else "Knee point: none (E2E P99 never exceeded 2x its minimum)",
-            f"Saturation point: {rate[sat]:g} req/s (achieved throughput first decreases, by more than "
-            f"{100 * SATURATION_TOLERANCE:g}%)"
-            if sat is not None
-            else "Saturation point: not reached (achieved throughput never fell between levels)",
+            knee_finding(levels, p99, knee),
+            saturation.finding(levels),
             f"First saturated level (5.2.3.1): {rate[first]:g} req/s ({'; '.join(levels[first][1].saturation(None))})"
             if first is not None
             else "First saturated level (5.2.3.1): none (no level's queue grew or fell behind its arrivals)",
@@ -165,6 +170,7 @@ class TradeoffSuite:
             "knee_rate": rate[knee] if knee is not None else None,
             "knee_index": knee,
             "saturation_rate": rate[sat] if sat is not None else None,
+            "saturation_reasons": "; ".join(saturation.reasons) or None,
             "first_saturated_rate": rate[first] if first is not None else None,
             "optimal_rate": rate[best] if best is not None else None,
             "min_e2e_p99_ms": min_p99,
@@ -216,26 +222,13 @@ class TradeoffSuite:
     ) -> list[Requirement]:
         levels: list[tuple[int, Level]] = measured["levels"]
         shortest = min((lv.run.summary.duration_s for _, lv in levels), default=0.0)
-        pcts = [p for p, _ in levels]
-        first = first_saturated(levels)
         closed = [
             p for p, lv in levels if lv.run.info.load.concurrency is not None or lv.run.info.load.arrivals is None
         ]
         by_time = [p for p, lv in sorted(levels, key=lambda pl: pl[1].run.info.started_at)]
         return [
             at_least("MUST", "5.3.2", "at least 10 load levels", len(levels), 10, "levels"),
-            requirement(
-                "MUST",
-                "5.3.2",
-                "levels span low load (10% of capacity) to saturation",
-                bool(pcts) and min(pcts) <= 10 and first is not None,
-                (f"{min(pcts)}%..{max(pcts)}% of capacity; " if pcts else "no levels; ")
-                + (
-                    f"saturated from {pcts[first]}% (5.2.3.1)"
-                    if first is not None
-                    else "no level saturated (5.2.3.1): raise the levels or the capacity estimate"
-                ),
-            ),
+            spans_to_saturation(levels),
             at_least("MUST", "5.3.2", "at least 60 seconds per load level", round(shortest, 1), 60, "s (shortest)"),
             requirement(
                 "MUST",
@@ -254,6 +247,127 @@ class TradeoffSuite:
                 "in the order run: " + ", ".join(f"{p}%" for p in by_time),
             ),
         ]
+
+
+def few_requests(lv: Level) -> str | None:
+    """The sample-size warning for a level with under FEW_REQUESTS completed requests (None: enough of them)."""
+    n = lv.run.summary.requests.ok
+    if n >= FEW_REQUESTS:
+        return None
+    return (
+        f"level at {lv.offered:g} req/s: only {n} completed request{'' if n == 1 else 's'} (under {FEW_REQUESTS}): "
+        "its percentiles and trends are not reliable"
+    )
+
+
+def warned(text: str, levels: list[Level]) -> str:
+    """A judgment with the sample-size warnings of the levels it rests on beside it."""
+    warnings = list(dict.fromkeys(w for lv in levels if (w := few_requests(lv)) is not None))
+    return text + (f" [sample size: {'; '.join(warnings)}]" if warnings else "")
+
+
+def knee_finding(levels: list[tuple[int, Level]], p99: list[float | None], knee: int | None) -> str:
+    """5.3.4's knee (the first level whose E2E P99 exceeds 2x the sweep's minimum), with the levels it rests on: the
+    knee and the minimum's level, or every level when none exceeded it; not verifiable under two levels with a P99."""
+    known = [i for i, v in enumerate(p99) if v is not None]
+    if len(known) < 2:
+        return (
+            f"Knee point: not verifiable ({len(known)} level{'' if len(known) == 1 else 's'} with an E2E P99: a knee "
+            "needs a P99 at two levels or more)"
+        )
+    floor = min(known, key=lambda i: p99[i] or 0.0)
+    if knee is None:
+        return warned("Knee point: none (E2E P99 never exceeded 2x its minimum)", [levels[i][1] for i in known])
+    return warned(
+        f"Knee point: {levels[knee][1].offered:g} req/s (E2E P99 {fmt_ms(p99[knee])} exceeds 2x the minimum, "
+        f"{fmt_ms(p99[floor])} at {levels[floor][1].offered:g} req/s)",
+        [levels[knee][1], levels[floor][1]],
+    )
+
+
+def level_saturation(levels: list[tuple[int, Level]], i: int, decreased: int | None) -> list[str]:
+    """Why level `i` is past saturation (empty: it shows no sign): 5.2.3.1's criteria (its queue grows, completions
+    or successes under 90% of arrivals), its output falling short of what was asked for (SHORTFALL), and achieved
+    throughput falling from the previous level's (`decreased`: the first level where it fell, saturation_point)."""
+    lv = levels[i][1]
+    why = lv.saturation(None)
+    if lv.flow is not None and lv.flow.ratio < SHORTFALL:
+        why.append(
+            f"delivered {lv.flow.delivered_tok_s:.0f} of the {lv.flow.offered_tok_s:.0f} output tok/s offered "
+            f"({fmt_pct(lv.flow.ratio)}, under {100 * SHORTFALL:g}%)"
+        )
+    if decreased == i:
+        before = levels[i - 1][1]
+        why.append(
+            f"achieved throughput fell from {before.output_tok_s:.0f} tok/s at {before.offered:g} req/s to "
+            f"{lv.output_tok_s:.0f} tok/s (by more than {100 * SATURATION_TOLERANCE:g}%)"
+        )
+    return why
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """The saturation point: the first level (ascending load) past saturation and why, and the levels that could
+    show nothing either way (under 3 requests sent: no queue trend, no rates)."""
+
+    index: int | None
+    reasons: tuple[str, ...]
+    unmeasured: tuple[int, ...]
+    decreased: bool = False  # the reasons include the fall from the previous level
+
+    def finding(self, levels: list[tuple[int, Level]]) -> str:
+        """The finding's line, with the sample-size warnings of the levels it rests on."""
+        if self.index is not None:
+            lv = levels[self.index][1]
+            rests = [levels[self.index - 1][1], lv] if self.decreased else [lv]
+            lowest = "; the lowest level run: saturation may begin below it" if self.index == 0 else ""
+            return warned(f"Saturation point: {lv.offered:g} req/s ({'; '.join(self.reasons)}{lowest})", rests)
+        if not levels:
+            return "Saturation point: not verifiable (no levels were measured)"
+        checked = [lv for i, (_, lv) in enumerate(levels) if i not in self.unmeasured]
+        evidence = (
+            "no level's queue grew, none completed or succeeded under 90% of its arrivals or delivered under "
+            f"{100 * SHORTFALL:g}% of the output tokens offered, and achieved throughput never fell between levels "
+            f"by more than {100 * SATURATION_TOLERANCE:g}%"
+        )
+        if self.unmeasured:
+            rates = ", ".join(f"{levels[i][1].offered:g}" for i in self.unmeasured)
+            return warned(
+                f"Saturation point: not verifiable (the levels at {rates} req/s sent under 3 requests, too few for a "
+                f"queue trend or a rate; at the others {evidence})",
+                checked,
+            )
+        return warned(f"Saturation point: not reached ({evidence})", checked)
+
+
+def saturation_verdict(levels: list[tuple[int, Level]]) -> Saturation:
+    """The first level past saturation by every piece of evidence (level_saturation), in ascending load."""
+    decreased = saturation_point([lv.output_tok_s for _, lv in levels], SATURATION_TOLERANCE)
+    unmeasured = tuple(i for i, (_, lv) in enumerate(levels) if lv.flow is None)
+    for i in range(len(levels)):
+        why = level_saturation(levels, i, decreased)
+        if why:
+            return Saturation(i, tuple(why), unmeasured, decreased == i)
+    return Saturation(None, (), unmeasured)
+
+
+def spans_to_saturation(levels: list[tuple[int, Level]]) -> Requirement:
+    """5.3.2: the levels start at 10% of capacity or lower and reach saturation (saturation_verdict); not verifiable
+    where no measured level saturated and some level sent too few requests to show it."""
+    text = "levels span low load (10% of capacity) to saturation"
+    pcts = [p for p, _ in levels]
+    saturation = saturation_verdict(levels)
+    low = bool(pcts) and min(pcts) <= 10
+    met = low and saturation.index is not None
+    span = f"{min(pcts)}%..{max(pcts)}% of capacity; " if pcts else "no levels; "
+    if saturation.index is not None:
+        why = f"saturated from {pcts[saturation.index]}% ({'; '.join(saturation.reasons)})"
+    elif saturation.unmeasured and low:
+        few = ", ".join(f"{pcts[i]}%" for i in saturation.unmeasured)
+        return not_verifiable("MUST", "5.3.2", text, f"{span}no measured level saturated; {few} sent under 3 requests")
+    else:
+        why = "no level saturated: raise the levels or the capacity estimate"
+    return requirement("MUST", "5.3.2", text, met, span + why)
 
 
 def first_saturated(levels: list[tuple[int, Level]]) -> int | None:
