@@ -165,3 +165,93 @@ def test_per_request_cost_delays_the_next_request_served_one_at_a_time():
     first, last = out.emissions.first_token(), out.emissions.last_token()
     assert last[0] == pytest.approx(0.03)  # prefill step + 2 decode steps of 10 ms
     assert first[1] == pytest.approx(0.03 + 0.05 + 0.01)
+
+
+# ----- models chosen by held-out error, fit quality and prediction intervals
+
+SUBLINEAR = IterationModel(
+    fixed=0.004, per_prefill_token=50e-6, per_decode_seq=1.5e-3, per_context_token=0.1e-6, batch_exponent=0.6
+)
+
+
+def test_a_decode_cost_growing_sublinearly_with_the_batch_is_fitted_with_its_exponent():
+    """b ** 0.6: the linear model misses held-out batch sizes, the exponent found by least squares does not."""
+    engine = fit_engine(probe(SUBLINEAR, 0.001, None, 64))
+    m = engine.iteration_model
+    assert m.batch_exponent == pytest.approx(0.6, abs=1e-9)
+    for name in ("fixed", "per_decode_seq", "per_context_token", "per_prefill_token"):
+        assert getattr(m, name) == pytest.approx(getattr(SUBLINEAR, name), rel=1e-6), name
+    decode = next(f for f in engine.calibration.fits if f.fit == "decode steps")
+    assert decode.model == "batch ** 0.6" and decode.held_out_rms == pytest.approx(0.0, abs=1e-9)
+    assert decode.candidates["linear in the batch"] > 0.03  # what the exponent had to beat
+    assert engine.calibration.warnings == []
+    assert "iteration_model.batch_exponent" in {p.parameter for p in engine.calibration.parameters}
+
+
+def test_linear_decode_costs_keep_the_linear_model():
+    engine = fit_engine(probe(TRUE, 0.001, None, 64))
+    assert engine.iteration_model.batch_exponent == 1.0
+    decode = next(f for f in engine.calibration.fits if f.fit == "decode steps")
+    assert decode.model == "linear in the batch" and decode.held_out_rms == pytest.approx(0.0, abs=1e-9)
+
+
+def noisy(data: ProbeData, spread: float) -> ProbeData:
+    """The probe with every decode step off by up to +-spread (alternating signs, so no exponent absorbs it)."""
+    steps = [p.model_copy(update={"step_s": p.step_s * (1 + spread * (-1) ** k)}) for k, p in enumerate(data.decode)]
+    return data.model_copy(update={"decode": steps})
+
+
+def test_a_poor_fit_is_a_warning_with_its_held_out_error():
+    engine = fit_engine(noisy(probe(TRUE, 0.001, None, 64), 0.3))
+    cal = engine.calibration
+    decode = next(f for f in cal.fits if f.fit == "decode steps")
+    assert decode.held_out_rms > 0.15
+    assert any(w.startswith("poor fit: the decode steps model") and f"{decode.held_out_rms:.0%}" in w
+               for w in cal.warnings), cal.warnings  # fmt: skip
+    # the band is the held-out errors' range, both signs here
+    assert cal.band("decode steps") == (decode.held_out_low, decode.held_out_high)
+    assert decode.held_out_low < 0 < decode.held_out_high
+
+
+def test_one_batch_size_leaves_the_growth_with_the_batch_not_verifiable():
+    cal = fit_engine(probe(TRUE, 0.001, None, 1)).calibration
+    assert any(w.startswith("not verifiable: decode steps were measured at batch size 1 only") for w in cal.warnings)
+
+
+def test_prediction_bounds_scale_each_cost_by_its_fits_held_out_band():
+    from infermeter.sim.predict import bound_engines
+
+    engine = fit_engine(noisy(probe(TRUE, 0.001, None, 64), 0.3))
+    low, high = bound_engines(engine)
+    d_lo, d_hi = engine.calibration.band("decode steps")
+    p_lo, p_hi = engine.calibration.band("isolated TTFT")
+    m = engine.iteration_model
+    assert low.iteration_model.fixed == pytest.approx(m.fixed / (1 + d_hi))
+    assert high.iteration_model.fixed == pytest.approx(m.fixed / (1 + d_lo))
+    assert high.iteration_model.per_decode_seq == pytest.approx(m.per_decode_seq / (1 + d_lo))
+    assert low.iteration_model.per_prefill_token == pytest.approx(m.per_prefill_token / (1 + p_hi))
+    assert high.api_overhead == pytest.approx(engine.api_overhead / (1 + p_lo))
+    assert bound_engines(engine.model_copy(update={"calibration": None})) is None
+
+
+def test_a_gap_overlapping_another_requests_prefill_is_left_out_when_sending_times_are_known():
+    """Request 1 streams 10 ms steps; request 0, sent at 0, queued behind nothing, prefills from 0 to its first token
+    at 0.100: request 1's gaps before 0.100 mixed its prompt in (the 50 ms gap) and are left out, not only the one
+    holding that first token."""
+    first = np.array([0.0, 0.010, 0.020, 0.030, 0.080, 0.110, 0.120, 0.130, 0.140, 0.150, 0.160])  # 80: a chunk
+    other = np.array([0.100, 0.110, 0.120, 0.130, 0.140, 0.150, 0.160, 0.170])
+    without = decode_points([first, other], [10, 10])
+    with_sent = decode_points([first, other], [10, 10], sent=[-0.010, 0.0])
+    alone = next(p for p in without if p.batch == 1)
+    assert alone.step_s > 0.015  # the 50 ms gap counted as a decode step
+    assert [p.batch for p in with_sent] == [2] and with_sent[0].step_s == pytest.approx(0.010), with_sent
+
+
+def test_prefill_starts_at_the_finish_that_freed_a_slot():
+    from infermeter.engine.calibration import prefill_starts
+
+    firsts = np.array([0.1, 0.2, 1.5])
+    lasts = np.array([1.0, 1.2, 2.0])
+    sent = np.zeros(3)
+    # the third waited: its prefill began when the second finished (1.2), the last finish before its first token
+    assert prefill_starts(firsts, lasts, sent).tolist() == [0.0, 0.0, 1.2]

@@ -408,3 +408,93 @@ def test_twin_suite_predicts_llama_cpp_at_half_its_capacity(
     with capsys.disabled():
         print(f"\ntwin on llama.cpp: predicted - measured TTFT at 50% of capacity, per attempt, %: {attempts}")
     assert abs(attempts[-1]["per request (median)"]) <= TWIN_TOLERANCE_PCT, attempts
+
+
+# ----- a real continuous-batching engine: llama-server with 4 slots (issue: the twin against real batching
+# engines).  The bounds are the mechanism's, wide enough for a shared 2-core machine; benchmarks/twin_real.py gives
+# the figures on a quiet one.
+
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def batching_server(tmp_path_factory):
+    """llama-server with SLOTS parallel sequences: continuous batching (its default) over one thread."""
+    binary = _llama_server_binary()
+    if binary is None:
+        if os.environ.get("INFERMETER_REQUIRE_LLAMA_SERVER") == "1":
+            raise RuntimeError(
+                "INFERMETER_REQUIRE_LLAMA_SERVER=1 but no llama-server on PATH or in $INFERMETER_LLAMA_SERVER"
+            )
+        pytest.skip("llama.cpp's llama-server binary is not installed")
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("llama-batching") / "server.log").open("w")
+    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-c", str(SLOTS * 1024)]
+    args += ["-np", str(SLOTS), "-t", THREADS, "-tb", THREADS, "--metrics"]
+    proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
+    yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/health", "llama-server")
+
+
+@pytest.fixture(scope="module")
+def batching_engine(batching_server: str, tmp_path_factory) -> tuple[Path, str]:
+    """`infermeter calibrate --quick` against the 4-slot server: engine.yaml and what calibrate printed."""
+    out = tmp_path_factory.mktemp("batching-engine") / "engine.yaml"
+    p = infermeter(
+        "calibrate", "--url", batching_server, "--quick", "--max-prompt", "256", "--tokenizer", str(smollm2_gguf()),
+        "--extra-body", NO_EOS, "--out", str(out), timeout=600,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out, p.stdout
+
+
+def test_a_closed_loop_on_the_batching_server_streams_its_slots_at_once(batching_server: str, tmp_path: Path) -> None:
+    from infermeter.engine.calibration import streaming_peak
+
+    out = tmp_path / "closed"
+    # a seed of its own: llama-server keeps prompts it has seen (its slots and its prompt cache), and the twin test's
+    # runs must find none of these
+    run("--url", batching_server, "--tokenizer", str(smollm2_gguf()), "--input-tokens", "32", "--output-tokens", "16",
+        "--requests", "16", "--concurrency", str(2 * SLOTS), "--extra-body", NO_EOS, "--seed", "5",
+        "--out", str(out))  # fmt: skip
+    cols = RecordColumns.of_run(out)
+    assert cols.n == 16 and cols.ok.all(), cols.error
+    times = [cols.tokens.values[a:b] for a, b in zip(cols.tokens.offsets[:-1], cols.tokens.offsets[1:], strict=True)]
+    assert streaming_peak(times) == SLOTS  # batched up to its slots, never more: the rest queued
+    assert read_run_info(out).server_metrics.available  # --metrics: llama-server's Prometheus gauges
+
+
+def test_calibrate_finds_the_slots_and_a_decode_step_growing_with_the_batch(batching_engine) -> None:
+    from infermeter.engine.config import load_engine_config
+
+    path, printed = batching_engine
+    engine = load_engine_config(path)
+    cal = engine.calibration
+    assert cal is not None and cal.batch_limited and cal.largest_batch == SLOTS
+    assert engine.scheduler.max_batch() == SLOTS
+    decode = next(f for f in cal.fits if f.fit == "decode steps")
+    # steps measured at 1, 2 and 4 sequences: the growth with the batch is fitted and held out batch size by batch size
+    assert decode.held_out is not None and decode.held_out_rms is not None
+    # a CPU's decode step grows with the batch (one thread computes every sequence's row)
+    assert engine.iteration_model.per_decode_seq > 0.1 * engine.iteration_model.fixed, engine.iteration_model
+    assert "How well each fit predicts probes held out of it" in printed
+    for line in cal.warnings:  # whatever the machine made of the fits, calibrate said it
+        assert f"warning: {line}" in printed
+
+
+def test_twin_suite_on_the_batching_server(
+    batching_server: str, batching_engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The calibrated engine's prediction at 60% of its predicted capacity against the live run of the same requests:
+    the decode step (ITL P50) within 50% (a shared machine's drift moves it by tens of percent), and every figure
+    with its interval and a verdict on whether the measurement fell inside."""
+    path, _ = batching_engine
+    result = suite(
+        "twin", tmp_path / "twin", capsys, batching_server, "--engine", str(path), "--loads", "60",
+        "--input-tokens", "32", "--output-tokens", "16", "--requests", "30",
+    )  # fmt: skip
+    figures = result.analysis.figures
+    assert abs(figures["itl_p50_error_60"]) <= 0.5, figures
+    rows = table(result, "Predicted against measured").rows
+    assert all(r[6] != "-" and r[7] in ("yes", "no") for r in rows if r[1] in ("TTFT P50", "ITL P50", "TPOT P50"))
+    inside = next(r for r in result.requirements if "inside the prediction interval" in r.text)
+    assert inside.met is not None and inside.reason.split(" of ")[1].startswith("3 inside")

@@ -655,8 +655,20 @@ def test_the_twins_requirements_hold_the_predictions_to_the_tolerance() -> None:
 
     suite = get_suite("twin")
     params = suite.params.build({"tolerance": 10.0}, False)
+    from infermeter.sim.predict import METRICS, FigureInterval
+
     run = emulated(stream(50, output=16))
-    measured = Measured(EngineConfig(), None, 10.0, [Point(p, p / 10, run.summary, run, 0.02) for p in (30, 60, 90)])
+
+    def around(scale: float) -> list[FigureInterval]:
+        """Intervals of +-10% around `scale` times each measured P50."""
+        out = []
+        for label, name in METRICS.items():
+            v = getattr(run.summary, name).percentile(50) * scale
+            out.append(FigureInterval(metric=label, q=50, predicted=v, low=0.9 * v, high=1.1 * v))
+        return out
+
+    points = [Point(p, p / 10, run.summary, run, 0.02, around(1.0)) for p in (30, 60, 90)]
+    measured = Measured(EngineConfig(), None, 10.0, points)
 
     def judge(errors: dict[str, float | None]) -> dict[str, Requirement]:
         figures = {f"{m.lower()}_{q}_error_{p}": errors.get(f"{m} {q}", 0.03) for m in JUDGED for q in ("p50", "p99")
@@ -671,6 +683,14 @@ def test_the_twins_requirements_hold_the_predictions_to_the_tolerance() -> None:
             text = next(t for t in got if m in t and q.upper() in t and "predicted" in t and "request" not in t)
             assert got[text].met is False, got[text].reason
             assert sum(r.met is False for r in got.values()) == 1
+    inside = next(t for t in good if "inside the prediction interval" in t)
+    assert good[inside].reason == "9 of 9 inside"
+    measured.points[2].intervals = around(1.5)  # the 90% load's intervals all above what it measured
+    got = judge({})
+    assert got[inside].met is False and got[inside].reason.endswith("outside: TTFT at 90%, ITL at 90%, TPOT at 90%")
+    measured.points[2].intervals = None  # a calibration that held nothing out: no evidence either way
+    assert judge({})[inside].met is None
+    measured.points[2].intervals = around(1.0)
     measured.points[1].ttft_paired_error = -0.2
     got = judge({})
     assert [t for t, r in got.items() if r.met is False] == [next(t for t in got if "each request" in t)]

@@ -79,7 +79,7 @@ def calibrate(
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
     from infermeter.load.warmup import discover_model
-    from infermeter.report.calibration import findings, parameter_table, policy_table
+    from infermeter.report.calibration import findings, parameter_table, policy_table, quality_table
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     if out.is_dir():
@@ -91,7 +91,12 @@ def calibrate(
     emu = None if url is not None else emulator_settings(emulator_config, None)
     with target(url, emu, backend) as (target_url, sut, metrics_url):
         cfg = ClientConfig(
-            target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {}, ignore_eos=ignore_eos  # type: ignore[arg-type]
+            target_url,
+            api,  # type: ignore[arg-type]
+            model or "",
+            api_key_env=api_key_env,
+            extra_body=extra_body or {},
+            ignore_eos=ignore_eos,
         )
         cfg.model = cfg.model or str(sut.get("model") or "")
         if not cfg.model:
@@ -113,8 +118,12 @@ def calibrate(
     print()
     print(grid(*policy_table(cal), "Which scheduling policy explains the isolated prompts"))
     print()
+    print(grid(*quality_table(cal), "How well each fit predicts probes held out of it"))
+    print()
     for line in findings(cal, engine):
         print(f"- {line}")
     for note in cal.notes:
         print(f"  note: {note}")
+    for line in cal.warnings:
+        print(f"warning: {line}")
     print(f"\nwrote {out}: infermeter predict --engine {out} --rate R  (or sim --config / serve --config {out})")

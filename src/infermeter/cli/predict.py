@@ -51,9 +51,11 @@ def predict(
     from infermeter.engine.config import load_engine_config
     from infermeter.metrics.goodput import parse_slo
     from infermeter.records import read_run_info
+    from infermeter.report.calibration import interval_table
     from infermeter.report.console import full_report, sim_table
     from infermeter.sim import SimTask, simulate, simulate_task, write_sim_run
-    from infermeter.sim.predict import apply_settings
+    from infermeter.sim.predict import apply_settings, bound_engines, figure_intervals, save_intervals
+    from infermeter.sim.run import outcome_summary
 
     if (rate is None) == (concurrency is None):
         raise UserError("give the load: --rate R (open loop, requests/s) or --concurrency C (closed loop), not both")
@@ -61,14 +63,16 @@ def predict(
     reqs, declaration = workload_requests(requests, seed, workload, trace, rps_scale, rate, arrival, burstiness)
     bounds = parse_slo(slo) if slo else None
     refuse_existing_run(out)
+    ends = bound_engines(cfg)
+    band = [SimTask(reqs, engine, engines, seed, concurrency) for engine in ends or ()]
     if workers is not None or cluster is not None:
         from infermeter.distributed.tasks import task_map
 
         with task_map(workers, cluster) as tasks, err.status(f"predicting {cfg.scheduler.name} x {engines} on dask"):
-            outcome = next(iter(tasks(simulate_task, [SimTask(reqs, cfg, engines, seed, concurrency)])))
+            outcome, *banded = tasks(simulate_task, [SimTask(reqs, cfg, engines, seed, concurrency), *band])
     else:
         with Progress(console=err, transient=True) as bar:
-            task = bar.add_task(f"predicting {cfg.scheduler.name} x {engines}", total=len(reqs))
+            task = bar.add_task(f"predicting {cfg.scheduler.name} x {engines}", total=len(reqs) * (1 + len(band)))
             outcome = simulate(
                 reqs,
                 cfg,
@@ -77,10 +81,29 @@ def predict(
                 progress=lambda done: bar.update(task, completed=done),
                 concurrency=concurrency,
             )
+            banded = []
+            for k, t in enumerate(band, start=1):
+                banded.append(
+                    simulate(
+                        reqs, t.config, engines, seed, concurrency=concurrency,
+                        progress=lambda done, k=k: bar.update(task, completed=k * len(reqs) + done),  # type: ignore[misc]
+                    )
+                )  # fmt: skip
     summary = write_sim_run(outcome, out, declaration, seed, slo=bounds, concurrency=concurrency)  # type: ignore[arg-type]
     print(full_report(summary, read_run_info(out)))
     print()
     print(sim_table(summary))
+    if banded:
+        low, high = (outcome_summary(o, declaration, seed, concurrency) for o in banded)  # type: ignore[arg-type]
+        intervals = figure_intervals(summary, low, high)
+        save_intervals(out, intervals)
+        print()
+        print(interval_table(intervals))
+    elif cfg.calibration is not None:
+        print("\nno prediction interval: the calibration held no probe out of its fits (too few were measured)")
+    if cfg.calibration is not None:
+        for line in cfg.calibration.warnings:
+            print(f"warning (calibration): {line}")
     if outcome.bins is not None:
         print(f"\n{outcome.bins.describe()}")
     if set_:

@@ -234,7 +234,12 @@ def profile_prefill_cmd(
 
     with target(url, emu, backend) as (target_url, sut, _):
         cfg = ClientConfig(
-            target_url, api, model or "", api_key_env=api_key_env, extra_body=extra_body or {}, ignore_eos=ignore_eos  # type: ignore[arg-type]
+            target_url,
+            api,  # type: ignore[arg-type]
+            model or "",
+            api_key_env=api_key_env,
+            extra_body=extra_body or {},
+            ignore_eos=ignore_eos,
         )
         cfg.model = cfg.model or str(sut.get("model") or "")  # the embedded emulator's
         if not cfg.model:

@@ -374,7 +374,7 @@ class OpenAIClient:
                 if not exc.responded and "reused" in trace_ctx:
                     raise _Stale from None
                 if decoder.closed_complete():
-                    return  # the reply was complete ([DONE] or a final chunk arrived): how the connection ended does not matter
+                    return  # a complete reply ([DONE] or a final chunk): how the connection ended does not matter
                 if reply.head is None:
                     raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, str(exc)) from None
                 received = f"after {state.tokens} tokens" + (", usage received" if state.usage_completion else "")

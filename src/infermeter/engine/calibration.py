@@ -140,6 +140,22 @@ class ParameterFit(BaseModel):
     r2: float | None = None  # None: a median, not a least-squares fit
     residual_rms_ms: float | None = None
     points: int
+    held_out_rms: float | None = None  # its fit's RMS relative error on probes held out of it (FitQuality)
+
+
+class FitQuality(BaseModel):
+    """How well one of the calibration's fits explains its probes, and how well it predicts probes held out of it;
+    the held-out errors' range is the relative error band `predict` carries into its intervals."""
+
+    fit: str  # which measurements: "decode steps", "isolated TTFT"
+    model: str  # the model chosen, in words
+    points: int
+    r2: float
+    held_out: str | None = None  # what was held out in turn; None: too few measurements to hold any out
+    held_out_rms: float | None = None  # RMS of the held-out relative errors
+    held_out_low: float | None = None  # the lowest held-out relative error ((predicted - measured) / measured)
+    held_out_high: float | None = None
+    candidates: dict[str, float] = Field(default_factory=dict)  # each model tried -> its held-out RMS
 
 
 class PolicyFit(BaseModel):
@@ -165,6 +181,15 @@ class Calibration(BaseModel):
     prefix_cache: str = "not measured"
     kv_capacity_source: str = "not measured"
     notes: list[str] = Field(default_factory=list)
+    fits: list[FitQuality] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)  # poor fits: predict repeats them beside its tables
+
+    def band(self, fit: str) -> tuple[float, float] | None:
+        """A fit's held-out relative error band (lowest, highest), or None where nothing was held out."""
+        for f in self.fits:
+            if f.fit == fit and f.held_out_low is not None and f.held_out_high is not None:
+                return f.held_out_low, f.held_out_high
+        return None
 
 
 @dataclass(frozen=True)
@@ -232,6 +257,32 @@ def chunks(prompt: int, budget: int | None) -> tuple[int, int]:
     return steps, int(ends.sum())
 
 
+DECODE_FIT, PREFILL_FIT = "decode steps", "isolated TTFT"  # the calibration's two fits, by what they were fitted to
+BATCH_EXPONENTS = np.round(np.arange(20, 151) / 100, 2)  # decode cost ~ b ** e: the exponents the fit tries
+SUBLINEAR_GAIN = 0.75  # a batch exponent other than 1 must cut the held-out error to this share of the linear one's
+LINEAR_ENOUGH = 0.03  # ... and the linear model must miss held-out batch sizes by more than this (RMS, relative)
+HELD_OUT_MAX = 0.15  # a fit whose held-out probes it misses by more (RMS of relative errors) is a warning
+R2_MIN = 0.9  # a fit explaining less of its measurements' variance is a warning (where they vary beyond noise)
+MIN_BATCH_SIZES = 3  # batch sizes the decode steps must span for their growth with the batch to be fitted
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """How a fit predicts measurements it was not fitted to: each group left out in turn, fitted on the rest."""
+
+    what: str  # which measurements were held out, in words
+    errors: np.ndarray  # each held-out measurement's (predicted - measured) / measured
+
+    @property
+    def rms(self) -> float:
+        return float(np.sqrt(np.mean(self.errors**2))) if len(self.errors) else float("nan")
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The lowest and highest relative error of a held-out measurement."""
+        return (float(self.errors.min()), float(self.errors.max())) if len(self.errors) else (0.0, 0.0)
+
+
 @dataclass(frozen=True)
 class DecodeFit:
     fixed: float
@@ -239,19 +290,27 @@ class DecodeFit:
     per_context_token: float
     fit: LinearFit
     kept: np.ndarray  # fixed, per sequence, per context token: which the data could fit
+    batch_exponent: float = 1.0
+    held_out: HeldOut | None = None  # None: one batch size only, nothing to hold out
+    candidates: tuple[tuple[str, float], ...] = ()  # (model, held-out RMS) of each decode model tried
+
+    def step(self, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+        return self.fixed + self.per_decode_seq * batch**self.batch_exponent + self.per_context_token * context
 
 
-def fit_decode(points: list[DecodePoint]) -> DecodeFit:
-    """step = fixed + per_decode_seq * batch + per_context_token * context, weighted by the gaps behind each point."""
-    if not points:
-        raise UserError("the probe measured no decode steps: the server streamed fewer than 2 tokens per request")
+def _decode_arrays(points: list[DecodePoint]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     b = np.asarray([p.batch for p in points], dtype=float)
     ctx = np.asarray([p.context_tokens for p in points], dtype=float)
     y = np.asarray([p.step_s for p in points], dtype=float)
     w = np.sqrt(np.asarray([p.gaps for p in points], dtype=float))
-    design = np.column_stack([np.ones_like(y), b, ctx])
+    return b, ctx, y, w
+
+
+def _fit_decode_at(b: np.ndarray, ctx: np.ndarray, y: np.ndarray, w: np.ndarray, e: float) -> DecodeFit:
+    """step = fixed + per_decode_seq * b ** e + per_context_token * context, weighted by the gaps behind each point."""
+    design = np.column_stack([np.ones_like(y), b**e, ctx])
     cols = identifiable(design)
-    fit, kept = nonnegative_fit(design[:, cols] * w[:, None], y * w)
+    fit, kept = nonnegative_fit(design[:, cols] * w[:, None], y * w, free=0)  # a CPU's step can be all per-sequence
     coef = np.zeros(3)
     coef[cols] = fit.coef
     err = np.full(3, np.nan)
@@ -262,7 +321,47 @@ def fit_decode(points: list[DecodePoint]) -> DecodeFit:
     used = np.zeros(3, dtype=bool)
     used[np.flatnonzero(cols)[kept]] = True
     plain = LinearFit(coef, err, r2, float(np.sqrt(np.mean(resid**2))), len(y))
-    return DecodeFit(float(coef[0]), float(coef[1]), float(coef[2]), plain, used)
+    exponent = e if used[1] else 1.0
+    return DecodeFit(float(coef[0]), float(coef[1]), float(coef[2]), plain, used, exponent)
+
+
+def _weighted_sse(fit: DecodeFit, b: np.ndarray, ctx: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    return float(np.sum((w * (y - fit.step(b, ctx))) ** 2))
+
+
+def _held_out_by_batch(b: np.ndarray, ctx: np.ndarray, y: np.ndarray, w: np.ndarray, e: float) -> HeldOut:
+    """Each batch size left out in turn: the model fitted to the others predicts its steps."""
+    errors = []
+    for size in np.unique(b):
+        out = b == size
+        fold = _fit_decode_at(b[~out], ctx[~out], y[~out], w[~out], e)
+        errors.append((fold.step(b[out], ctx[out]) - y[out]) / y[out])
+    return HeldOut("each batch size's decode steps, fitted on the other sizes", np.concatenate(errors))
+
+
+def fit_decode(points: list[DecodePoint]) -> DecodeFit:
+    """The decode step against batch and context.  Where the steps span MIN_BATCH_SIZES batch sizes, the cost per
+    sequence may grow sub- or super-linearly (b ** e, e by least squares over BATCH_EXPONENTS), and the model kept
+    is the one that predicts held-out batch sizes best: the linear one unless it misses them by more than
+    LINEAR_ENOUGH and another exponent cuts that error to SUBLINEAR_GAIN of it."""
+    if not points:
+        raise UserError("the probe measured no decode steps: the server streamed fewer than 2 tokens per request")
+    b, ctx, y, w = _decode_arrays(points)
+    linear = _fit_decode_at(b, ctx, y, w, 1.0)
+    if len(np.unique(b)) < MIN_BATCH_SIZES:
+        return linear
+    fits = [_fit_decode_at(b, ctx, y, w, float(e)) for e in BATCH_EXPONENTS]
+    best = min(fits, key=lambda f: _weighted_sse(f, b, ctx, y, w))
+    linear_out = _held_out_by_batch(b, ctx, y, w, 1.0)
+    tried = [("linear in the batch", linear_out.rms)]
+    chosen, held = linear, linear_out
+    if best.kept[1] and best.batch_exponent != 1.0:
+        best_out = _held_out_by_batch(b, ctx, y, w, best.batch_exponent)
+        tried.append((f"batch ** {best.batch_exponent:g}", best_out.rms))
+        if linear_out.rms > LINEAR_ENOUGH and best_out.rms < SUBLINEAR_GAIN * linear_out.rms:
+            chosen, held = best, best_out
+    return DecodeFit(chosen.fixed, chosen.per_decode_seq, chosen.per_context_token, chosen.fit, chosen.kept,
+                     chosen.batch_exponent, held, tuple(tried))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -272,33 +371,57 @@ class PrefillFit:
     overhead: float
     per_prefill_token: float
     fit: LinearFit
+    held_out: HeldOut | None = None  # None: fewer than 3 lengths, nothing to hold out
+    held_out_rms_s: float = float("nan")  # the held-out errors' RMS in seconds (what the policies are chosen by)
 
 
-def fit_prefill(points: list[PrefillPoint], decode: DecodeFit, budget: int | None) -> PrefillFit:
-    """TTFT of an isolated prompt under one policy: overhead + its prefill steps (each `fixed` plus the attention
-    to its context) + per_prefill_token * prompt; overhead and per_prefill_token are the unknowns."""
+def _prefill_lines(points: list[PrefillPoint], decode: DecodeFit, budget: int | None):  # type: ignore[no-untyped-def]
     p = np.asarray([x.prompt_tokens for x in points], dtype=float)
     y = np.asarray([x.ttft_s for x in points], dtype=float)
     shape = np.asarray([chunks(int(n), budget) for n in p], dtype=float)
     known = shape[:, 0] * decode.fixed + shape[:, 1] * decode.per_context_token
-    fit, _ = nonnegative_fit(np.column_stack([np.ones_like(p), p]), y - known)
+    return p, y, known
+
+
+def fit_prefill(points: list[PrefillPoint], decode: DecodeFit, budget: int | None) -> PrefillFit:
+    """TTFT of an isolated prompt under one policy: overhead + its prefill steps (each `fixed` plus the attention
+    to its context) + per_prefill_token * prompt; overhead and per_prefill_token are the unknowns.  Each length
+    is also left out in turn and predicted from the others (the held-out error)."""
+    p, y, known = _prefill_lines(points, decode, budget)
+    design = np.column_stack([np.ones_like(p), p])
+    fit, _ = nonnegative_fit(design, y - known)
     model = known + fit.coef[0] + fit.coef[1] * p
     resid = y - model
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
     plain = LinearFit(fit.coef, fit.stderr, r2, float(np.sqrt(np.mean(resid**2))), len(y))
     policy = "continuous" if budget is None else f"chunked_prefill (budget {budget})"
-    return PrefillFit(policy, budget, float(fit.coef[0]), float(fit.coef[1]), plain)
+    held: HeldOut | None = None
+    held_rms = float("nan")
+    if len(p) >= 3:
+        predicted = np.empty_like(y)
+        for i in range(len(p)):
+            rest = np.arange(len(p)) != i
+            fold, _ = nonnegative_fit(design[rest], (y - known)[rest])
+            predicted[i] = known[i] + fold.coef[0] + fold.coef[1] * p[i]
+        held = HeldOut("each prompt length's isolated TTFT, fitted on the other lengths", (predicted - y) / y)
+        held_rms = float(np.sqrt(np.mean((predicted - y) ** 2)))
+    return PrefillFit(policy, budget, float(fit.coef[0]), float(fit.coef[1]), plain, held, held_rms)
 
 
 def choose_policy(points: list[PrefillPoint], decode: DecodeFit) -> tuple[PrefillFit, list[PrefillFit]]:
-    """Every policy fitted; the chosen one explains the TTFTs best, and chunking must cut the residuals by a third
-    to be preferred over one prefill step per prompt (the simpler explanation)."""
+    """Every policy fitted; the chosen one predicts held-out prompt lengths best (in-sample where there are too
+    few to hold one out), and chunking must cut that error by a third to be preferred over one prefill step per
+    prompt (the simpler explanation)."""
     longest = max(x.prompt_tokens for x in points)
     fits = [fit_prefill(points, decode, None)]
     fits += [fit_prefill(points, decode, b) for b in CHUNK_BUDGETS if b < longest]
-    best = min(fits, key=lambda f: f.fit.rms)
-    if best.budget is not None and best.fit.rms >= 2 / 3 * fits[0].fit.rms:
+
+    def error(f: PrefillFit) -> float:
+        return f.held_out_rms_s if f.held_out is not None else f.fit.rms
+
+    best = min(fits, key=error)
+    if best.budget is not None and error(best) >= 2 / 3 * error(fits[0]):
         best = fits[0]
     return best, fits
 
@@ -376,23 +499,48 @@ def streaming_peak(token_times: list[np.ndarray]) -> int:
 MIN_GAPS = 4  # gaps a decode point averages at least
 
 
-def decode_points(token_times: list[np.ndarray], prompts: list[int], trim: float = 0.1) -> list[DecodePoint]:
+def prefill_starts(firsts: np.ndarray, lasts: np.ndarray, sent: np.ndarray) -> np.ndarray:
+    """When each request's prefill began, as a client can tell: its sending, or, if another request finished
+    between its sending and its first token, the last such finish (the slot it waited for came free then)."""
+    starts = sent.copy()
+    index = np.arange(len(firsts))
+    for k in index:
+        freed = (lasts > sent[k]) & (lasts < firsts[k]) & (index != k)
+        if freed.any():
+            starts[k] = lasts[freed].max()
+    return starts
+
+
+def decode_points(
+    token_times: list[np.ndarray], prompts: list[int], trim: float = 0.1, sent: list[float] | None = None
+) -> list[DecodePoint]:
     """Decode steps of requests sent together, grouped by the batch streaming at each gap's midpoint.
 
-    A gap during which another request got its first token held a prefill step and is left out; the context at a
-    gap is every streaming request's prompt plus the tokens it had received by then."""
-    live = [(np.asarray(t, dtype=float), p) for t, p in zip(token_times, prompts, strict=True) if len(t)]
+    A gap that overlaps another request's prefill is left out: a step then also computed prompt tokens (an engine
+    that mixes prefill into its decode steps, as llama-server and vLLM do, stretches the running requests' gaps by
+    a whole prompt chunk).  The prefill runs from `prefill_starts` to the first token when the sending times are
+    given, else it is seen only in the gap holding the first token.  The context at a gap is every streaming
+    request's prompt plus the tokens it had received by then."""
+    kept = [i for i, t in enumerate(token_times) if len(t)]
+    live = [(np.asarray(token_times[i], dtype=float), prompts[i]) for i in kept]
     if not live:
         return []
     firsts = np.asarray([t[0] for t, _ in live])
     lasts = np.asarray([t[-1] for t, _ in live])
+    starts = firsts if sent is None else prefill_starts(firsts, lasts, np.asarray([sent[i] for i in kept]))
     groups: dict[int, tuple[list[float], list[float]]] = {}
-    for t, _ in live:
+    for j, (t, _) in enumerate(live):
         if len(t) < 2:
             continue
         a, b = t[:-1], t[1:]
         mid = (a + b) / 2
-        prefill = ((firsts[None, :] > a[:, None]) & (firsts[None, :] <= b[:, None])).any(axis=1)
+        others = np.arange(len(live)) != j
+        s, f = starts[others], firsts[others]
+        # another's prefill overlaps the gap (a, b]: it began before the gap ended, and its first token came after
+        # the gap began (sent=None: the first token itself falls in the gap)
+        prefill = ((s[None, :] < b[:, None]) & (f[None, :] > a[:, None])).any(axis=1)
+        if sent is None:
+            prefill = ((f[None, :] > a[:, None]) & (f[None, :] <= b[:, None])).any(axis=1)
         streaming = (firsts[None, :] <= mid[:, None]) & (lasts[None, :] >= mid[:, None])
         context = np.zeros(len(mid))
         for j, (tj, pj) in enumerate(live):

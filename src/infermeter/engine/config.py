@@ -19,6 +19,7 @@ from infermeter.errors import UserError
 
 __all__ = ["SCHEDULERS", "EngineConfig", "build_engines", "load_engine_config"]
 
+MAX_BATCH_EXPONENT = 2.0  # iteration_model.batch_exponent above this is a typo, not an engine
 # multi-bin dynamic batching's evaluation (section 8.1): RTX 4080 12 GB serving Qwen3-1.7B FP16
 SEED_MEMORY = {"m_max_gb": 12.0, "m_model_gb": 4.0, "kv_gb_per_token": 1.875e-4}
 # H100 80 GB at 90% utilization serving a Llama-3-8B-class model: 16 GB of weights, 128 KiB of KV per token
@@ -104,7 +105,13 @@ class EngineConfig(BaseModel):
             "iteration_model.per_decode_seq": (it.per_decode_seq, 0.0, False),
             "iteration_model.per_context_token": (it.per_context_token, 0.0, False),
             "iteration_model.per_request": (it.per_request, 0.0, False),
+            "iteration_model.batch_exponent": (it.batch_exponent, 0.0, True),
         }
+        if it.batch_exponent > MAX_BATCH_EXPONENT:
+            raise ValueError(
+                f"iteration_model.batch_exponent must be at most {MAX_BATCH_EXPONENT:g} (a step's decode cost grows "
+                f"at most as the batch squared), got {it.batch_exponent}"
+            )
         for name, (value, lo, above) in bounds.items():
             if not math.isfinite(value) or value < lo or (above and value == lo):
                 raise ValueError(

@@ -71,7 +71,8 @@ class BatchModel:
 
 @dataclass(frozen=True)
 class IterationModel:
-    """One continuous-batching step: fixed + per prefill token + per decoding sequence + per context token held.
+    """One continuous-batching step: fixed + per prefill token + per decoding sequence (to the power
+    batch_exponent) + per context token held.
 
     Defaults model a Llama-3-8B-class model in FP16 on one H100 SXM (3.35 TB/s HBM, ~990 dense TFLOP/s):
     - fixed 6.0 ms: reading 16 GB of weights once per step takes ~4.8 ms at full bandwidth, plus launch and
@@ -91,13 +92,25 @@ class IterationModel:
     # engine time after each request completes, before the next step (a server serving one at a time spends it
     # between requests: detokenizing, releasing its slot); 0 for the GPU engines modelled by default
     per_request: float = 0.0
+    # how the decode cost grows with the batch: per_decode_seq * b ** batch_exponent.  1 is linear (sampling and
+    # bookkeeping per sequence); below 1 the batch's rows share the weight reads and kernel launches, as a small
+    # model's step on a GPU or a CPU does until compute saturates
+    batch_exponent: float = 1.0
     name: str = "iteration"
+
+    def decode_cost(self, decode_seqs: int | float) -> float:
+        """Seconds a step spends on its decoding sequences (beyond `fixed` and the context)."""
+        if decode_seqs <= 0:
+            return 0.0
+        if self.batch_exponent == 1.0:
+            return self.per_decode_seq * decode_seqs
+        return self.per_decode_seq * float(decode_seqs) ** self.batch_exponent
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return (
             self.fixed
             + self.per_prefill_token * prefill_tokens
-            + self.per_decode_seq * decode_seqs
+            + self.decode_cost(decode_seqs)
             + self.per_context_token * context_tokens
         )
 
@@ -114,6 +127,6 @@ class IterationModel:
         # prefill, then max_len - 1 decode steps with all b sequences (a static batch runs to its longest);
         # context grows by b per step: sum over k of (prompt + b k) in closed form
         steps = max(max_len - 1, 0)
-        decode = steps * (self.fixed + self.per_decode_seq * b + self.per_context_token * prompt_tokens)
+        decode = steps * (self.fixed + self.decode_cost(b) + self.per_context_token * prompt_tokens)
         decode += self.per_context_token * b * steps * (steps + 1) / 2
         return self.ttft(b, prompt_tokens) + decode

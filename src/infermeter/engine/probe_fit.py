@@ -4,10 +4,18 @@ scheduling policy that best explains the prompts' TTFT, the largest running batc
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from infermeter.engine.calibration import (
+    DECODE_FIT,
+    HELD_OUT_MAX,
+    MIN_BATCH_SIZES,
+    PREFILL_FIT,
+    R2_MIN,
     Calibration,
     DecodeFit,
+    FitQuality,
+    HeldOut,
     ParameterFit,
     PolicyFit,
     PrefillFit,
@@ -24,17 +32,26 @@ from infermeter.errors import UserError
 from infermeter.units import MS_PER_S
 
 DEFAULT_MAX_NUM_SEQS = 256  # kept when the probe never filled the server's batch
+MIN_FIXED_SHARE = 0.01  # a step fitted with no fixed cost gets this share of the shortest step measured
+
+
+DECODE, PREFILL = DECODE_FIT, PREFILL_FIT
+
+
+def _rms(held: HeldOut | None) -> float | None:
+    return None if held is None else held.rms
 
 
 def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | None, turns: int) -> list[ParameterFit]:
     d, p = decode.fit, prefill.fit
     rows = [
-        ("iteration_model.fixed", decode.fixed, "s", d.stderr[0], "decode steps", d),
-        ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], "decode steps", d),
-        ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], "decode steps", d),
-        ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], "isolated TTFT", p),
-        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], "isolated TTFT", p),
+        ("iteration_model.fixed", decode.fixed, "s", d.stderr[0], DECODE, d),
+        ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], DECODE, d),
+        ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], DECODE, d),
+        ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], PREFILL, p),
+        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], PREFILL, p),
     ]
+    held = {DECODE: _rms(decode.held_out), PREFILL: _rms(prefill.held_out)}
     out = [
         ParameterFit(
             parameter=name,
@@ -45,9 +62,24 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | Non
             r2=lin.r2,
             residual_rms_ms=lin.rms * MS_PER_S,
             points=lin.points,
+            held_out_rms=held[fit],
         )
         for name, value, unit, err, fit, lin in rows
     ]
+    if decode.batch_exponent != 1.0:
+        out.insert(
+            2,
+            ParameterFit(
+                parameter="iteration_model.batch_exponent",
+                value=decode.batch_exponent,
+                unit="",
+                fit=f"{DECODE} (least squares over exponents)",
+                r2=d.r2,
+                residual_rms_ms=d.rms * MS_PER_S,
+                points=d.points,
+                held_out_rms=held[DECODE],
+            ),
+        )
     if per_request is not None:
         out.append(
             ParameterFit(
@@ -61,13 +93,61 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | Non
     return out
 
 
+def _quality(fit: str, model: str, r2: float, points: int, held: HeldOut | None,
+             candidates: dict[str, float]) -> FitQuality:  # fmt: skip
+    low, high = held.band if held is not None else (None, None)
+    return FitQuality(fit=fit, model=model, points=points, r2=r2, held_out=None if held is None else held.what,
+                      held_out_rms=_rms(held), held_out_low=low, held_out_high=high, candidates=candidates)  # fmt: skip
+
+
+def fit_qualities(decode: DecodeFit, prefill: PrefillFit, fits: list[PrefillFit]) -> list[FitQuality]:
+    """The decode and prefill fits' quality: R^2, and the error on probes held out of them."""
+    model = "linear in the batch" if decode.batch_exponent == 1.0 else f"batch ** {decode.batch_exponent:g}"
+    return [
+        _quality(DECODE, model, decode.fit.r2, decode.fit.points, decode.held_out, dict(decode.candidates)),
+        _quality(PREFILL, prefill.policy, prefill.fit.r2, prefill.fit.points, prefill.held_out,
+                 {f.policy: f.held_out.rms for f in fits if f.held_out is not None}),
+    ]  # fmt: skip
+
+
+def fit_warnings(qualities: list[FitQuality], batch_sizes: list[int]) -> list[str]:
+    """Every poor fit, and what the probe could not verify, as the lines calibrate prints and predict repeats."""
+    out = []
+    for q in qualities:
+        if q.held_out_rms is not None and q.held_out_rms > HELD_OUT_MAX:
+            out.append(
+                f"poor fit: the {q.fit} model ({q.model}) misses probes held out of it by {q.held_out_rms:.0%} "
+                f"(RMS of relative errors; over {HELD_OUT_MAX:.0%}): predictions from it are unreliable"
+            )
+        spans_batches = q.fit != DECODE or len(batch_sizes) >= MIN_BATCH_SIZES
+        if spans_batches and q.r2 < R2_MIN:
+            out.append(f"poor fit: the {q.fit} model ({q.model}) explains R^2 {q.r2:.3f} of them (under {R2_MIN:g})")
+    if len(batch_sizes) < MIN_BATCH_SIZES:
+        sizes = ", ".join(map(str, batch_sizes)) or "none"
+        out.append(
+            f"not verifiable: decode steps were measured at batch size {sizes} only (fewer than {MIN_BATCH_SIZES}): "
+            "how the step grows with the batch is not measured, so predictions under load are extrapolations"
+        )
+    return out
+
+
 def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConfig:
     """The engine configuration that explains the probe: `base`'s other settings kept."""
     if len(probe.prefill) < 2:
         raise UserError("the probe measured fewer than 2 prompt lengths: cannot fit the prefill cost")
     decode = fit_decode(probe.decode)
+    floor_note = None
     if decode.fixed <= 0:
-        raise UserError("the decode steps fit no positive fixed cost: the server's timings are too noisy to calibrate")
+        if decode.per_decode_seq <= 0:
+            raise UserError("the decode steps fit no positive cost: the server's timings are too noisy to calibrate")
+        # a step that is all per-sequence work (one CPU thread computing every row): the simulator needs a positive
+        # fixed cost, so a sliver of the shortest step stands for it
+        fixed = MIN_FIXED_SHARE * min(p.step_s for p in probe.decode)
+        decode = replace(decode, fixed=fixed)
+        floor_note = (
+            f"iteration_model.fixed: the decode steps fit no fixed cost (all of a step's time grows with its batch): "
+            f"set to {fixed * MS_PER_S:.3g} ms, {MIN_FIXED_SHARE:.0%} of the shortest step measured"
+        )
     chosen, fits = choose_policy(probe.prefill, decode)
     limited = probe.largest_batch < probe.most_sent
     max_num_seqs = probe.largest_batch if limited else max(DEFAULT_MAX_NUM_SEQS, probe.most_sent)
@@ -82,9 +162,10 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         per_decode_seq=decode.per_decode_seq,
         per_context_token=decode.per_context_token,
         per_request=per_request or 0.0,
+        batch_exponent=decode.batch_exponent,
     )
     quad = quadratic_term(probe.prefill)
-    notes = list(probe.notes)
+    notes = list(probe.notes) + ([floor_note] if floor_note else [])
     if not decode.kept[1]:
         notes.append("per_decode_seq: the batch never grew past one sequence (or its cost fit below 0): set to 0")
     if not decode.kept[2]:
@@ -95,6 +176,7 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
             f"(set to {max_num_seqs})"
         )
     cache = probe.prefix_cache
+    qualities = fit_qualities(decode, chosen, fits)
     calibration = Calibration(
         source=probe.source,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -113,6 +195,8 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         ),
         kv_capacity_source=probe.kv_capacity_source,
         notes=notes,
+        fits=qualities,
+        warnings=fit_warnings(qualities, sorted({p.batch for p in probe.decode})),
     )
     data = (base or EngineConfig()).model_dump(exclude={"scheduler", "iteration_model", "latency", "calibration"})
     data.update(

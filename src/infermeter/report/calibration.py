@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from infermeter.engine.calibration import Calibration
 from infermeter.engine.config import EngineConfig
+from infermeter.report.tables import fmt_ms, grid
+from infermeter.sim.predict import INTERVAL_NOTE, FigureInterval
 from infermeter.units import MS_PER_S
 
 # parameter -> (display unit, factor from the stored SI value)
@@ -24,7 +26,7 @@ def true_value(engine: EngineConfig, parameter: str) -> float:
 
 
 def parameter_table(cal: Calibration, truth: EngineConfig | None = None) -> tuple[list[str], list[list[str]]]:
-    headers = ["Parameter", "Fitted", "Std. error", "Fit", "R^2", "Residual RMS", "Points"]
+    headers = ["Parameter", "Fitted", "Std. error", "Fit", "R^2", "Residual RMS", "Held-out error", "Points"]
     if truth is not None:
         headers += ["True", "Error"]
     rows = []
@@ -37,6 +39,7 @@ def parameter_table(cal: Calibration, truth: EngineConfig | None = None) -> tupl
             p.fit,
             "-" if p.r2 is None else f"{p.r2:.4f}",
             "-" if p.residual_rms_ms is None else f"{p.residual_rms_ms:.3f} ms",
+            "-" if p.held_out_rms is None else f"{p.held_out_rms:.1%}",
             str(p.points),
         ]
         if truth is not None:
@@ -80,3 +83,27 @@ def findings(cal: Calibration, engine: EngineConfig) -> list[str]:
             "(the iteration model charges attention through per_context_token)"
         )
     return lines
+
+
+def interval_table(intervals: list[FigureInterval]) -> str:
+    """Each predicted figure with its interval, as `predict` prints it."""
+    rows = [
+        [f"{i.metric} P{i.q}", fmt_ms(i.predicted), "-" if i.low is None else f"{fmt_ms(i.low)} - {fmt_ms(i.high)}"]
+        for i in intervals
+    ]
+    table = grid(["Metric", "Predicted", "Interval"], rows, "Prediction intervals (ms)")
+    return f"{table}\n{INTERVAL_NOTE}"
+
+
+def quality_table(cal: Calibration) -> tuple[list[str], list[list[str]]]:
+    """Each fit's quality: R^2, and its error on probes held out of it (what its interval carries)."""
+    rows = []
+    for f in cal.fits:
+        band = "-" if f.held_out_low is None else f"{f.held_out_low:+.1%} .. {f.held_out_high:+.1%}"
+        tried = ", ".join(f"{m} {e:.1%}" for m, e in f.candidates.items()) or "-"
+        rows.append([
+            f.fit, f.model, f"{f.r2:.4f}", "-" if f.held_out_rms is None else f"{f.held_out_rms:.1%}", band, tried,
+            str(f.points),
+        ])  # fmt: skip
+    headers = ["Fit", "Model", "R^2", "Held-out error (RMS)", "Held-out band", "Models tried (held-out RMS)", "Points"]
+    return headers, rows

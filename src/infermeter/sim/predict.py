@@ -3,14 +3,19 @@ configuration (a scheduler setting, a model parameter by its dotted name, the sc
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from infermeter.engine.calibration import DECODE_FIT, PREFILL_FIT
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.registry import SCHEDULER_CONFIGS
 from infermeter.errors import UserError
+from infermeter.metrics.summary_model import Summary
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -68,3 +73,93 @@ def apply_settings(engine: EngineConfig, settings: list[str]) -> EngineConfig:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "engine"
         raise UserError(f"--set: {where}: {first['msg'].removeprefix('Value error, ')}") from None
+
+
+# metric label -> Summary field: the figures a prediction gives with an interval
+METRICS: dict[str, str] = {"TTFT": "ttft_ms", "ITL": "itl_ms", "TPOT": "tpot_ms", "E2E": "e2e_ms"}
+MIN_FACTOR = 0.05  # a cost is never scaled below this share of its fitted value
+
+
+def _scaled(engine: EngineConfig, decode: float, prefill: float) -> EngineConfig:
+    it = engine.iteration_model
+    model = replace(
+        it,
+        fixed=it.fixed * decode,
+        per_decode_seq=it.per_decode_seq * decode,
+        per_context_token=it.per_context_token * decode,
+        per_request=it.per_request * decode,
+        per_prefill_token=it.per_prefill_token * prefill,
+    )
+    return engine.model_copy(update={"iteration_model": model, "api_overhead": engine.api_overhead * prefill})
+
+
+def bound_engines(engine: EngineConfig) -> tuple[EngineConfig, EngineConfig] | None:
+    """The engine at the two ends of its calibration's held-out error band: every decode cost (and every prefill
+    cost) divided by 1 + the highest, then 1 + the lowest relative error of a probe held out of its fit (the model
+    that over-predicted a held-out probe by 10% costs 1/1.1 of the prediction there).  None when the calibration
+    held nothing out, or the engine was not calibrated over HTTP."""
+    cal = engine.calibration
+    if cal is None or engine.latency != "iteration":
+        return None
+    decode, prefill = cal.band(DECODE_FIT), cal.band(PREFILL_FIT)
+    if decode is None and prefill is None:
+        return None
+
+    def factor(band: tuple[float, float] | None, end: int) -> float:
+        return 1.0 if band is None else 1.0 / max(1.0 + band[end], MIN_FACTOR)
+
+    return (
+        _scaled(engine, factor(decode, 1), factor(prefill, 1)),
+        _scaled(engine, factor(decode, 0), factor(prefill, 0)),
+    )
+
+
+class FigureInterval(BaseModel):
+    """A predicted figure and the range its calibration's error band carries it over (ms)."""
+
+    metric: str
+    q: int
+    predicted: float | None
+    low: float | None
+    high: float | None
+
+    def holds(self, measured: float | None) -> bool | None:
+        """Whether a measured figure fell inside; None where either side has no figure."""
+        if measured is None or self.low is None or self.high is None:
+            return None
+        return self.low <= measured <= self.high
+
+
+def figure_intervals(nominal: Summary, low: Summary, high: Summary) -> list[FigureInterval]:
+    """Each metric's P50 and P99: predicted, and the lowest and highest of it across the band's two engines."""
+    out = []
+    for label, field in METRICS.items():
+        for q in (50, 99):
+            values = [getattr(s, field).percentile(q) for s in (nominal, low, high)]
+            known = [v for v in values if v is not None]
+            out.append(
+                FigureInterval(
+                    metric=label,
+                    q=q,
+                    predicted=values[0],
+                    low=min(known) if known else None,
+                    high=max(known) if known else None,
+                )
+            )
+    return out
+
+
+INTERVAL_NOTE = (
+    "interval: the simulation rerun with every cost scaled to the ends of the calibration's held-out error band "
+    "(decode steps for the decode costs, isolated TTFT for prefill and API overhead); it carries the model's error "
+    "through queueing, not a run's sampling noise"
+)
+
+
+INTERVALS = "intervals.json"  # beside a prediction's run: each figure's interval
+
+
+def save_intervals(run_dir: Path, intervals: list[FigureInterval]) -> None:
+    """The intervals beside the prediction's run directory files."""
+    doc = {"note": INTERVAL_NOTE, "intervals_ms": [i.model_dump() for i in intervals]}
+    (run_dir / INTERVALS).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))

@@ -252,6 +252,14 @@ def write_sim_run(
     return summary
 
 
+def outcome_summary(out: SimOutcome, declaration: dict[str, Any], seed: int, concurrency: int | None = None) -> Summary:
+    """The summary of a simulation whose run directory is not kept (a prediction interval's ends)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="infermeter-sim-") as tmp:
+        return write_sim_run(out, Path(tmp) / "run", declaration, seed, concurrency=concurrency)
+
+
 def simulate_run(
     requests: Requests,
     config: EngineConfig,

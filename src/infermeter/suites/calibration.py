@@ -6,6 +6,7 @@ capacity), and one prompt sent twice (prefix caching).  Bounded in time: what do
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,7 +189,10 @@ async def probe_server(
     counting = choose_counting(tokenizer, declared)
     clock = RunClock()
     client = open_backend(backend, config, clock)
-    probe = Prober(client, ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=11), clock,
+    # a seed of its own each probe: a server's prefix cache keeps an earlier probe's prompts (llama-server's slots
+    # served a second calibration's isolated prompts from the first's KV), and a hit is not a prefill
+    seed = secrets.randbits(32)
+    probe = Prober(client, ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=seed), clock,
                    counting.method == "A")  # fmt: skip
     notes: list[str] = []
     prefill: list[PrefillPoint] = []
@@ -225,6 +229,7 @@ async def probe_server(
             (plan.short_prompt, plan.ladder, False),
             (plan.long_prompt, plan.long_ladder, True),
         ):
+            last_seen = 0
             for c in rungs:
                 if time.monotonic() > deadline:
                     notes.append(
@@ -242,7 +247,7 @@ async def probe_server(
                     notes.append(f"{len(recs) - len(ok)} of {c} requests with {prompt}-token prompts failed")
                 times = [np.asarray(r.token_times) for r in ok]
                 prompts = [probe.prompt_tokens(r, prompt) for r in ok]
-                decode += decode_points(times, prompts)
+                decode += decode_points(times, prompts, sent=[r.submitted_at for r in ok])
                 if streaming_peak(times) == 1:
                     turns += turnarounds(times, prompts)
                 peak = max(peak, streaming_peak(times))
@@ -253,12 +258,16 @@ async def probe_server(
                     if est is not None and c * prompt >= held_most:  # the most KV held: the most precise
                         kv, held_most = est, c * prompt
                         kv_source = "tokens held / the KV usage gauge of /metrics"
-                say(f"{c} together, {prompt}-token prompts: {streaming_peak(times)} streaming at most")
-                # the server queued some: sending more shows nothing new, except to a one-at-a-time server more
-                # turnarounds after short prompts (where the prefill subtracted, and so its error, is small)
-                one_at_a_time = streaming_peak(times) == 1 and not long
-                if streaming_peak(times) < c and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
+                seen = streaming_peak(times)
+                say(f"{c} together, {prompt}-token prompts: {seen} streaming at most")
+                # the server queued some and its running batch stopped growing: sending more shows nothing new,
+                # except to a one-at-a-time server more turnarounds after short prompts (where the prefill
+                # subtracted, and so its error, is small).  A batch that still grew goes on: a server that admits
+                # requests a step or two apart runs fewer than it was sent at first, yet batches more when sent more
+                one_at_a_time = seen == 1 and not long
+                if seen < c and seen <= last_seen and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
                     break
+                last_seen = seen
         if time.monotonic() < deadline:
             rid = ids.request_id(ids.PREFILL, 10**6)
             first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))

@@ -5,7 +5,7 @@ the truth is known (its configuration), so the calibrated parameters are also he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -18,11 +18,12 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig, load_engine_config, save_engine_config
 from infermeter.metrics.summary_model import Stats, Summary
 from infermeter.report.calibration import findings as calibration_findings
-from infermeter.report.calibration import parameter_table, policy_table
+from infermeter.report.calibration import parameter_table, policy_table, quality_table
 from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms
+from infermeter.sim.predict import INTERVAL_NOTE, METRICS, FigureInterval
 from infermeter.suites.charts import COLORS
-from infermeter.suites.common import headline, requirement
+from infermeter.suites.common import headline, not_verifiable, requirement
 from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
 from infermeter.suites.lab import Lab, Run
 
@@ -32,9 +33,8 @@ if TYPE_CHECKING:
 
 ENGINE_FILE = "engine.yaml"
 PREDICTED = "predicted"
-# metric label -> Summary field; P50 of TTFT and ITL carry the verdict, the rest are reported
-METRICS: dict[str, str] = {"TTFT": "ttft_ms", "ITL": "itl_ms", "TPOT": "tpot_ms", "E2E": "e2e_ms"}
-JUDGED = ("TTFT", "ITL")
+JUDGED = ("TTFT", "ITL")  # their P50 carry the verdict; every metric of METRICS is reported
+IN_BAND = ("TTFT", "ITL", "TPOT")  # the metrics whose P50 the intervals are judged by
 
 
 class TwinParams(SuiteParams):
@@ -70,6 +70,10 @@ class Point:
     predicted: Summary
     measured: Run
     ttft_paired_error: float | None = None  # median over requests of each one's relative TTFT error
+    intervals: list[FigureInterval] | None = None  # None: the calibration held nothing out (no error band)
+
+    def interval(self, metric: str, q: int) -> FigureInterval | None:
+        return next((i for i in self.intervals or () if i.metric == metric and i.q == q), None)
 
 
 @dataclass
@@ -173,26 +177,35 @@ class TwinSuite:
     def procedure(self, lab: Lab, params: TwinParams) -> Measured:
         from infermeter.metrics.columns import RecordColumns
         from infermeter.sim import simulate_task
+        from infermeter.sim.predict import bound_engines, figure_intervals
+        from infermeter.sim.run import outcome_summary
 
         engine = calibrated_engine(lab, params)
         seed = lab.base.workload.seed
         loads = sorted(set(checks.flat(params.loads) if isinstance(params.loads[0], list) else params.loads))
+        ends = bound_engines(engine)
         with lab.simulations() as tasks:  # dask tasks with --workers / --cluster
             capacity = predicted_capacity(next(iter(tasks(simulate_task, [capacity_task(engine, params, seed)]))))
             rates = [float(f"{capacity * pct / 100:.4g}") for pct in loads]
             # each load its own seed: other prompts, so a server's prefix cache holds none of an earlier load's
             planned = [prediction_task(engine, params, rate, seed + i) for i, rate in enumerate(rates)]
-            outcomes = list(tasks(simulate_task, [task for task, _ in planned]))
+            band = [replace(task, config=end) for task, _ in planned for end in ends or ()]
+            outcomes = list(tasks(simulate_task, [task for task, _ in planned] + band))
+        outcomes, banded = outcomes[: len(planned)], outcomes[len(planned) :]
         points = []
         for i, (pct, rate, outcome, (_, declaration)) in enumerate(zip(loads, rates, outcomes, planned, strict=True)):
             key = f"load-{pct}pct"
             run_seed = seed + i
             predicted = write_prediction(lab, key, outcome, declaration, run_seed)
+            intervals = None
+            if banded:
+                low, high = (outcome_summary(o, declaration, run_seed) for o in banded[2 * i : 2 * i + 2])
+                intervals = figure_intervals(predicted, low, high)
             work = {**workload_fields(params), "seed": run_seed}
             cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
             run = lab.run(key, f"{pct}% of the predicted capacity: {rate:g} req/s", cfg)
             paired = paired_ttft_error(RecordColumns.of_run(lab.out / PREDICTED / key), run.columns())
-            points.append(Point(pct, rate, predicted, run, paired))
+            points.append(Point(pct, rate, predicted, run, paired, intervals))
         truth = lab.emulator.engine if lab.embedded and lab.emulator is not None and params.engine is None else None
         if truth is not None and lab.emulator is not None and lab.emulator.speed != 1.0:
             truth = None  # a sped-up emulator's true costs are its model's divided by the speed
@@ -205,9 +218,15 @@ class TwinSuite:
         if cal is not None:
             headers, rows = parameter_table(cal, measured.truth)
             tables.append(Table(caption="Calibrated engine model", headers=headers, rows=rows, notes=cal.notes))
+            headers, rows = quality_table(cal)
+            tables.append(
+                Table(caption="Fit quality: probes held out of each fit", headers=headers, rows=rows,
+                      notes=[f"warning: {w}" for w in cal.warnings])
+            )  # fmt: skip
             headers, rows = policy_table(cal)
             tables.append(Table(caption="Scheduling policy fits", headers=headers, rows=rows))
             findings += calibration_findings(cal, measured.engine)
+            findings += [f"warning (calibration): {w}" for w in cal.warnings]
         rows, figures = [], {"capacity_rps": measured.capacity}
         for p in measured.points:
             for label, field in METRICS.items():
@@ -216,21 +235,27 @@ class TwinSuite:
                     meas = getattr(p.measured.summary, field).percentile(q)
                     error = relative_error(pred, meas)
                     bound = params.tolerance if q == 50 else 2 * params.tolerance
+                    band = p.interval(label, q)
+                    inside = None if band is None else band.holds(meas)
                     rows.append([
                         f"{p.pct}% ({p.rate:g} req/s)", f"{label} P{q}", fmt_ms(pred), fmt_ms(meas),
                         "-" if error is None else f"{error:+.1%}",
                         "-" if error is None else ("yes" if abs(error) * 100 <= bound else "no"),
+                        "-" if band is None or band.low is None else f"{fmt_ms(band.low)} - {fmt_ms(band.high)}",
+                        "-" if inside is None else ("yes" if inside else "no"),
                     ])  # fmt: skip
                     figures[f"{label.lower()}_p{q}_error_{p.pct}"] = error
+                    if inside is not None:
+                        figures[f"{label.lower()}_p{q}_inside_{p.pct}"] = inside
             e = p.ttft_paired_error
             within = "-" if e is None else ("yes" if abs(e) * 100 <= params.tolerance else "no")
             rows.append([f"{p.pct}% ({p.rate:g} req/s)", "TTFT per request (median)", "-", "-",
-                         "-" if e is None else f"{e:+.1%}", within])  # fmt: skip
+                         "-" if e is None else f"{e:+.1%}", within, "-", "-"])  # fmt: skip
             figures[f"ttft_paired_error_{p.pct}"] = e
         tables.append(
             Table(
                 caption="Predicted against measured, per load",
-                headers=["Load", "Metric", "Predicted", "Measured", "Error", "Within"],
+                headers=["Load", "Metric", "Predicted", "Measured", "Error", "Within", "Interval", "Inside"],
                 rows=rows,
                 notes=[
                     f"within: P50 +-{params.tolerance:g}%, P99 +-{2 * params.tolerance:g}%; the error is "
@@ -240,6 +265,7 @@ class TwinSuite:
                     "the TTFT P50 sits where requests that wait meet those that do not (under Poisson arrivals a "
                     "fraction 1 - utilization finds the server idle), so a few requests crossing over move it by "
                     "tens of percent",
+                    INTERVAL_NOTE,
                 ],
             )
         )
@@ -280,6 +306,7 @@ class TwinSuite:
                 ", ".join(f"{k}%: {'-' if e is None else f'{e:+.1%}'}" for k, e in paired.items()),
             )
         )
+        out.append(interval_requirement(measured))
         for label in JUDGED:
             errs = [analysis.figures.get(f"{label.lower()}_p99_error_{p.pct}") for p in measured.points]
             worst = max((abs(e) for e in errs if isinstance(e, float)), default=None)
@@ -293,6 +320,29 @@ class TwinSuite:
                 )
             )
         return out
+
+
+def interval_requirement(measured: Measured) -> Requirement:
+    """Whether every load's measured TTFT, ITL and TPOT P50 fell inside its prediction interval."""
+    text = f"measured {', '.join(IN_BAND)} P50 inside the prediction interval at every load"
+    if any(p.intervals is None for p in measured.points):
+        return not_verifiable(
+            "SHOULD", "twin", text, "the calibration held no probe out of its fits: its predictions carry no interval"
+        )
+    misses, judged = [], 0
+    for p in measured.points:
+        for label in IN_BAND:
+            band = p.interval(label, 50)
+            inside = None if band is None else band.holds(getattr(p.measured.summary, METRICS[label]).percentile(50))
+            if inside is None:
+                continue
+            judged += 1
+            if not inside:
+                misses.append(f"{label} at {p.pct}%")
+    if not judged:
+        return not_verifiable("SHOULD", "twin", text, "no load measured a P50 to hold against its interval")
+    reason = f"{judged - len(misses)} of {judged} inside" + (f"; outside: {', '.join(misses)}" if misses else "")
+    return requirement("SHOULD", "twin", text, not misses, reason)
 
 
 def paired_ttft_error(predicted: RecordColumns, measured: RecordColumns) -> float | None:

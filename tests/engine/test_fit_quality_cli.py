@@ -1,0 +1,69 @@
+"""Fit quality where people read it: `predict` with an engine.yaml of a poor fit repeats the calibration's warning
+beside its tables and gives each figure its interval; `calibrate` recovers an engine whose decode cost grows
+sub-linearly with the batch from black-box probes of the emulator, which it is not told."""
+
+import orjson
+import pytest
+import yaml
+
+from infermeter.engine.config import EngineConfig, load_engine_config, save_engine_config
+from infermeter.engine.probe_fit import fit_engine
+from infermeter.report.calibration import true_value
+from tests.cli import infermeter
+from tests.engine.test_probe_fit import TRUE, noisy, probe
+
+
+def test_predict_repeats_a_poor_fits_warning_and_gives_intervals(tmp_path):
+    engine = fit_engine(noisy(probe(TRUE, 0.001, None, 64), 0.3))
+    save_engine_config(engine, tmp_path / "engine.yaml")
+    warning = next(w for w in engine.calibration.warnings if w.startswith("poor fit"))
+    p = infermeter(
+        "predict", "--engine", tmp_path / "engine.yaml", "--rate", "5", "--requests", "60",
+        "--workload", "synthetic-uniform", "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert f"warning (calibration): {warning}" in p.stdout
+    assert "Prediction intervals (ms)" in p.stdout
+    doc = orjson.loads((tmp_path / "run" / "intervals.json").read_bytes())
+    rows = {(i["metric"], i["q"]): i for i in doc["intervals_ms"]}
+    summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
+    ttft = rows[("TTFT", 50)]
+    assert ttft["predicted"] == pytest.approx(summary["ttft_ms"]["p50"])
+    assert ttft["low"] <= ttft["predicted"] <= ttft["high"] and ttft["low"] < ttft["high"]
+
+
+def test_predict_from_a_good_fit_prints_no_warning(tmp_path):
+    save_engine_config(fit_engine(probe(TRUE, 0.001, None, 64)), tmp_path / "engine.yaml")
+    p = infermeter(
+        "predict", "--engine", tmp_path / "engine.yaml", "--rate", "5", "--requests", "30",
+        "--workload", "synthetic-uniform", "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "warning" not in p.stdout
+
+
+# decode cost 1.5 ms x b ** 0.6 over a 4 ms step: at batch 32 the batch adds 12 ms, three times the fixed cost
+HIDDEN = {
+    "engine": {
+        "scheduler": {"name": "continuous", "max_num_seqs": 256},
+        "iteration_model": {
+            "fixed": 0.004,
+            "per_prefill_token": 60e-6,
+            "per_decode_seq": 1.5e-3,
+            "per_context_token": 1e-6,
+            "batch_exponent": 0.6,
+        },
+    }
+}
+
+
+def test_calibrate_recovers_a_decode_cost_growing_sublinearly_with_the_batch(tmp_path):
+    (tmp_path / "hidden.yaml").write_text(yaml.safe_dump(HIDDEN))
+    p = infermeter("calibrate", "--emulator-config", tmp_path / "hidden.yaml", "--out", tmp_path / "e.yaml")
+    assert p.returncode == 0, p.stderr
+    engine = load_engine_config(tmp_path / "e.yaml")
+    truth = EngineConfig.model_validate(HIDDEN["engine"])
+    for name in ("fixed", "per_prefill_token", "per_decode_seq", "per_context_token", "batch_exponent"):
+        fitted, true = true_value(engine, f"iteration_model.{name}"), true_value(truth, f"iteration_model.{name}")
+        assert fitted == pytest.approx(true, rel=0.10), (name, fitted, true)
+    assert "batch ** 0.6" in p.stdout
