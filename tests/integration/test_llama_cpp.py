@@ -236,9 +236,8 @@ def _llama_server_binary() -> str | None:
     return os.environ.get("INFERMETER_LLAMA_SERVER") or shutil.which("llama-server")
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    """llama.cpp's llama-server with one slot (so consecutive requests share its KV cache), or a skip."""
+def _llama_server(tmp_path_factory, name: str, *args: str) -> Iterator[str]:
+    """llama.cpp's llama-server serving SmolLM2 with these options (on one thread), or a skip without the binary."""
     binary = _llama_server_binary()
     if binary is None:
         if os.environ.get("INFERMETER_REQUIRE_LLAMA_SERVER") == "1":
@@ -247,11 +246,16 @@ def llama_server(tmp_path_factory):
             )
         pytest.skip("llama.cpp's llama-server binary is not installed")
     port = _free_port()
-    log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
-    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-c", "2048", "-np", "1"]
-    args += ["-t", THREADS, "-tb", THREADS]
-    proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
+    log = (tmp_path_factory.mktemp(name) / "server.log").open("w")
+    base = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-t", THREADS, "-tb", THREADS]
+    proc = subprocess.Popen([binary, *base, *args], stdout=log, stderr=subprocess.STDOUT)
     yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/health", "llama-server")  # 200 once loaded
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama.cpp's llama-server with one slot (so consecutive requests share its KV cache), or a skip."""
+    yield from _llama_server(tmp_path_factory, "llama-server", "-c", "2048", "-np", "1")
 
 
 def server_tokens(url: str, text: str) -> list[int]:
@@ -420,19 +424,8 @@ SLOTS = 4
 @pytest.fixture(scope="module")
 def batching_server(tmp_path_factory):
     """llama-server with SLOTS parallel sequences: continuous batching (its default) over one thread."""
-    binary = _llama_server_binary()
-    if binary is None:
-        if os.environ.get("INFERMETER_REQUIRE_LLAMA_SERVER") == "1":
-            raise RuntimeError(
-                "INFERMETER_REQUIRE_LLAMA_SERVER=1 but no llama-server on PATH or in $INFERMETER_LLAMA_SERVER"
-            )
-        pytest.skip("llama.cpp's llama-server binary is not installed")
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("llama-batching") / "server.log").open("w")
-    args = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-c", str(SLOTS * 1024)]
-    args += ["-np", str(SLOTS), "-t", THREADS, "-tb", THREADS, "--metrics"]
-    proc = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
-    yield from _serving(proc, log, f"http://127.0.0.1:{port}", "/health", "llama-server")
+    slots = ("-c", str(SLOTS * 1024), "-np", str(SLOTS))
+    yield from _llama_server(tmp_path_factory, "llama-batching", *slots, "--metrics")
 
 
 @pytest.fixture(scope="module")

@@ -157,6 +157,30 @@ def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[
         yield target, sut_declaration(emu), process.url
 
 
+def probe_client(  # type: ignore[no-untyped-def]
+    url: str,
+    sut: dict[str, Any],
+    backend: str,
+    api: str,
+    model: str | None,
+    api_key_env: str,
+    extra_body: dict[str, Any] | None,
+    ignore_eos: bool,
+):
+    """The ClientConfig a probing command (calibrate, profile-prefill) sends with, its model the one named, the
+    embedded emulator's, or the first the server lists."""
+    from infermeter.client.openai_sse import ClientConfig
+    from infermeter.load.warmup import discover_model
+
+    cfg = ClientConfig(url, api, model or str(sut.get("model") or ""), api_key_env=api_key_env,  # type: ignore[arg-type]
+                       extra_body=extra_body or {}, ignore_eos=ignore_eos)  # fmt: skip
+    if not cfg.model:
+        if backend != "openai":
+            raise UserError(f"--backend {backend} cannot list the server's models: give --model")
+        cfg.model = run_async(discover_model(cfg))
+    return cfg
+
+
 def emulator_settings(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
     """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
     from infermeter.emulator.config import EmulatorConfig, load_emulator_config

@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import about, api_key, app, emulator_settings, err, refuse_run_file, run_async, target
+from infermeter.cli.app import (
+    about,
+    api_key,
+    app,
+    emulator_settings,
+    err,
+    probe_client,
+    refuse_run_file,
+    run_async,
+    target,
+)
 from infermeter.errors import UserError
 from infermeter.report.tables import grid
 
@@ -75,10 +85,8 @@ def calibrate(
             raise UserError("give either a latency grid CSV or --url, not both")
         _grid(grid_csv)
         return
-    from infermeter.client.openai_sse import ClientConfig
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
-    from infermeter.load.warmup import discover_model
     from infermeter.report.calibration import findings, parameter_table, policy_table, quality_table
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
@@ -90,19 +98,7 @@ def calibrate(
     plan = plan.capped(max_prompt) if max_prompt is not None else plan
     emu = None if url is not None else emulator_settings(emulator_config, None)
     with target(url, emu, backend) as (target_url, sut, metrics_url):
-        cfg = ClientConfig(
-            target_url,
-            api,  # type: ignore[arg-type]
-            model or "",
-            api_key_env=api_key_env,
-            extra_body=extra_body or {},
-            ignore_eos=ignore_eos,
-        )
-        cfg.model = cfg.model or str(sut.get("model") or "")
-        if not cfg.model:
-            if backend != "openai":
-                raise UserError(f"--backend {backend} cannot list the server's models: give --model")
-            cfg.model = run_async(discover_model(cfg))
+        cfg = probe_client(target_url, sut, backend, api, model, api_key_env, extra_body, ignore_eos)
         err.print(f"probing {target_url} (at most {plan.budget_s:.0f} s)")
         probe = run_async(
             probe_server(

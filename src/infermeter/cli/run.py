@@ -15,6 +15,7 @@ from infermeter.cli.app import (
     emulator_settings,
     err,
     finish_run,
+    probe_client,
     refuse_existing_run,
     refuse_run_file,
     run_async,
@@ -215,8 +216,6 @@ def profile_prefill_cmd(
     emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
-    from infermeter.client.openai_sse import ClientConfig
-    from infermeter.load.warmup import discover_model
     from infermeter.suites.prefill import profile_prefill
 
     lengths = opt.flat(lengths)
@@ -233,19 +232,7 @@ def profile_prefill_cmd(
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
     with target(url, emu, backend) as (target_url, sut, _):
-        cfg = ClientConfig(
-            target_url,
-            api,  # type: ignore[arg-type]
-            model or "",
-            api_key_env=api_key_env,
-            extra_body=extra_body or {},
-            ignore_eos=ignore_eos,
-        )
-        cfg.model = cfg.model or str(sut.get("model") or "")  # the embedded emulator's
-        if not cfg.model:
-            if backend != "openai":
-                raise UserError(f"--backend {backend} cannot list the server's models: give --model")
-            cfg.model = run_async(discover_model(cfg))
+        cfg = probe_client(target_url, sut, backend, api, model, api_key_env, extra_body, ignore_eos)
         declared = sut.get("tokenizer")
         curve = run_async(profile_prefill(cfg, lengths, repeats, decode_tokens, on_point, backend, tokenizer, declared))
     try:
