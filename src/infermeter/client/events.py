@@ -44,7 +44,11 @@ class StreamState:
     text: list[str] = field(default_factory=list)  # the content pieces, joined and counted once the stream ends
     finish_reason: str | None = None  # the last one the stream named
     final: bool = False  # a final chunk arrived: one naming a finish_reason, or usage with no choices
-    no_done: bool = False  # complete (a final chunk arrived) but the stream ended without data: [DONE]
+
+    @property
+    def no_done(self) -> bool:
+        """Complete (a final chunk arrived) but without data: [DONE]."""
+        return self.final and not self.done
 
     @property
     def tokens(self) -> int:
@@ -121,12 +125,8 @@ class StreamDecoder:
             raise StreamFailure(reasons.UNFINISHED, f"after {state.tokens} tokens, no finish_reason")
 
     def closed_complete(self) -> bool:
-        """Whether a stream that ends here (closed, or cut) delivered a whole reply; notes a missing [DONE]."""
-        state = self.state
-        if state.done:
-            return True
-        state.no_done = state.final
-        return state.final
+        """Whether a stream that ends here (closed, or cut) delivered a whole reply: [DONE], or a final chunk."""
+        return self.state.done or self.state.final
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         state = self.state

@@ -536,11 +536,9 @@ def decode_points(
         mid = (a + b) / 2
         others = np.arange(len(live)) != j
         s, f = starts[others], firsts[others]
-        # another's prefill overlaps the gap (a, b]: it began before the gap ended, and its first token came after
-        # the gap began (sent=None: the first token itself falls in the gap)
-        prefill = ((s[None, :] < b[:, None]) & (f[None, :] > a[:, None])).any(axis=1)
-        if sent is None:
-            prefill = ((f[None, :] > a[:, None]) & (f[None, :] <= b[:, None])).any(axis=1)
+        # another's prefill overlaps the gap (a, b]: it began by the gap's end, and its first token came after the
+        # gap began (sent=None: starts are the first tokens, so the first token itself falls in the gap)
+        prefill = ((s[None, :] <= b[:, None]) & (f[None, :] > a[:, None])).any(axis=1)
         streaming = (firsts[None, :] <= mid[:, None]) & (lasts[None, :] >= mid[:, None])
         context = np.zeros(len(mid))
         for j, (tj, pj) in enumerate(live):

@@ -35,9 +35,6 @@ DEFAULT_MAX_NUM_SEQS = 256  # kept when the probe never filled the server's batc
 MIN_FIXED_SHARE = 0.01  # a step fitted with no fixed cost gets this share of the shortest step measured
 
 
-DECODE, PREFILL = DECODE_FIT, PREFILL_FIT
-
-
 def _rms(held: HeldOut | None) -> float | None:
     return None if held is None else held.rms
 
@@ -45,13 +42,13 @@ def _rms(held: HeldOut | None) -> float | None:
 def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | None, turns: int) -> list[ParameterFit]:
     d, p = decode.fit, prefill.fit
     rows = [
-        ("iteration_model.fixed", decode.fixed, "s", d.stderr[0], DECODE, d),
-        ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], DECODE, d),
-        ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], DECODE, d),
-        ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], PREFILL, p),
-        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], PREFILL, p),
+        ("iteration_model.fixed", decode.fixed, "s", d.stderr[0], DECODE_FIT, d),
+        ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], DECODE_FIT, d),
+        ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], DECODE_FIT, d),
+        ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], PREFILL_FIT, p),
+        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], PREFILL_FIT, p),
     ]
-    held = {DECODE: _rms(decode.held_out), PREFILL: _rms(prefill.held_out)}
+    held = {DECODE_FIT: _rms(decode.held_out), PREFILL_FIT: _rms(prefill.held_out)}
     out = [
         ParameterFit(
             parameter=name,
@@ -73,11 +70,11 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | Non
                 parameter="iteration_model.batch_exponent",
                 value=decode.batch_exponent,
                 unit="",
-                fit=f"{DECODE} (least squares over exponents)",
+                fit=f"{DECODE_FIT} (least squares over exponents)",
                 r2=d.r2,
                 residual_rms_ms=d.rms * MS_PER_S,
                 points=d.points,
-                held_out_rms=held[DECODE],
+                held_out_rms=held[DECODE_FIT],
             ),
         )
     if per_request is not None:
@@ -104,8 +101,8 @@ def fit_qualities(decode: DecodeFit, prefill: PrefillFit, fits: list[PrefillFit]
     """The decode and prefill fits' quality: R^2, and the error on probes held out of them."""
     model = "linear in the batch" if decode.batch_exponent == 1.0 else f"batch ** {decode.batch_exponent:g}"
     return [
-        _quality(DECODE, model, decode.fit.r2, decode.fit.points, decode.held_out, dict(decode.candidates)),
-        _quality(PREFILL, prefill.policy, prefill.fit.r2, prefill.fit.points, prefill.held_out,
+        _quality(DECODE_FIT, model, decode.fit.r2, decode.fit.points, decode.held_out, dict(decode.candidates)),
+        _quality(PREFILL_FIT, prefill.policy, prefill.fit.r2, prefill.fit.points, prefill.held_out,
                  {f.policy: f.held_out.rms for f in fits if f.held_out is not None}),
     ]  # fmt: skip
 
@@ -119,7 +116,7 @@ def fit_warnings(qualities: list[FitQuality], batch_sizes: list[int]) -> list[st
                 f"poor fit: the {q.fit} model ({q.model}) misses probes held out of it by {q.held_out_rms:.0%} "
                 f"(RMS of relative errors; over {HELD_OUT_MAX:.0%}): predictions from it are unreliable"
             )
-        spans_batches = q.fit != DECODE or len(batch_sizes) >= MIN_BATCH_SIZES
+        spans_batches = q.fit != DECODE_FIT or len(batch_sizes) >= MIN_BATCH_SIZES
         if spans_batches and q.r2 < R2_MIN:
             out.append(f"poor fit: the {q.fit} model ({q.model}) explains R^2 {q.r2:.3f} of them (under {R2_MIN:g})")
     if len(batch_sizes) < MIN_BATCH_SIZES:
