@@ -108,7 +108,7 @@ def write_documents(doc: Any, html: Path | None, markdown: Path | None) -> None:
 
 
 def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> None:
-    """A finished suite's report again, from its suite.json and its runs' run.json and summary.json."""
+    """A finished suite's report again, from its suite.json and its runs' run.json."""
     from infermeter.records import read_run_info
     from infermeter.report.documents import suite_document
     from infermeter.report.suite import suite_report
@@ -116,12 +116,10 @@ def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> 
 
     with about("run_dirs"):
         result = load_result(suite_dir)
-        dirs = [Path(r.run_dir) for r in result.runs if Path(r.run_dir).is_dir()]
-        infos = [read_run_info(d) for d in dirs]
-        sent = [s.requests.total if (s := _stored_summary(d)) is not None else None for d in dirs]
-    print(suite_report(result, infos, sent))
+        infos = [read_run_info(Path(r.run_dir)) for r in result.runs if Path(r.run_dir).is_dir()]
+    print(suite_report(result, infos))
     if html or markdown:
-        write_documents(suite_document(result, infos, sent), html, markdown)
+        write_documents(suite_document(result, infos), html, markdown)
 
 
 def _stored_summary(run_dir: Path) -> Summary | None:

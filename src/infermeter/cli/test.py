@@ -111,9 +111,8 @@ def run_test(
     }
     command = shlex.join(["infermeter", *argv])
 
-    def one(where: Path) -> tuple[SuiteResult, list[RunInfo], list[int]]:
-        """The suite run (or resumed) in `where`, its runs' run.json (as the lab read them) and the requests each
-        sent (its summary's total)."""
+    def one(where: Path) -> tuple[SuiteResult, list[RunInfo]]:
+        """The suite run (or resumed) in `where`, and its runs' run.json (as the lab read them)."""
         from infermeter.suites.execute import claim_suite_dir, execute
         from infermeter.suites.lab import Lab
 
@@ -123,16 +122,16 @@ def run_test(
             err.print("starting the embedded emulator (no --url given)")
         with Lab(where, base, emulator, progress, err, quick) as lab:
             result = execute(suite, lab, params, quick, command)
-        return result, [r.info for r in lab.runs], [r.summary.requests.total for r in lab.runs]
+        return result, [r.info for r in lab.runs]
 
     if repeat is None:
-        result, infos, sent = one(out)
-        print(suite_report(result, infos, sent))
+        result, infos = one(out)
+        print(suite_report(result, infos))
         if html or markdown:
             from infermeter.cli.report import write_documents
             from infermeter.report.documents import suite_document
 
-            write_documents(suite_document(result, infos, sent), html, markdown)
+            write_documents(suite_document(result, infos), html, markdown)
         return
     _repeats(out, repeat, one, html, markdown)
 
@@ -153,7 +152,7 @@ def claim_repeats(out: Path) -> None:
 def _repeats(
     out: Path,
     repeat: int,
-    one: Callable[[Path], tuple[SuiteResult, list[RunInfo], list[int]]],
+    one: Callable[[Path], tuple[SuiteResult, list[RunInfo]]],
     html: Path | None,
     markdown: Path | None,
 ) -> None:
@@ -167,12 +166,12 @@ def _repeats(
     done = []
     for k in range(1, repeat + 1):
         err.print(f"repeat {k} of {repeat}: {out / f'{REPEAT}{k}'}")
-        result, infos, sent = one(out / f"{REPEAT}{k}")
-        print(suite_report(result, infos, sent))
+        result, infos = one(out / f"{REPEAT}{k}")
+        print(suite_report(result, infos))
         print()
-        done.append((result, infos, sent))
-    headline = {k: v for r, _, _ in done for k, v in r.analysis.headline.items()}
-    summaries = summarize_repeats([numeric_figures(r.analysis.figures) for r, _, _ in done], headline)
+        done.append((result, infos))
+    headline = {k: v for r, _ in done for k, v in r.analysis.headline.items()}
+    summaries = summarize_repeats([numeric_figures(r.analysis.figures) for r, _ in done], headline)
     print(repeats_text(summaries, repeat))
     if html or markdown:
         from infermeter.cli.report import write_documents

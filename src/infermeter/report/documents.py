@@ -123,11 +123,10 @@ def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordCol
     )
 
 
-def suite_document(result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence[int | None] | None = None) -> Document:
-    """The full report of a test suite, from its suite.json and its runs' run.json (`sent`: the requests each run
-    sent, its summary's total)."""
+def suite_document(result: SuiteResult, infos: Sequence[RunInfo]) -> Document:
+    """The full report of a test suite, from its suite.json and its runs' run.json."""
     return Document(
         title=f"infermeter test {result.suite}: {result.title} ({result.reference})",
         banners=[QUICK_BANNER] if result.quick else [],
-        sections=suite_sections(result, infos, sent),
+        sections=suite_sections(result, infos),
     )

@@ -62,13 +62,13 @@ def _warmups(infos: Sequence[RunInfo]) -> str:
     return "; ".join(parts)
 
 
-def requests_per_run(infos: Sequence[RunInfo], sent: Sequence[int | None] | None) -> str:
-    """What each run sent (its summary's request count, `sent`, in the order of `infos`), with what it planned
-    (run.json's load.requests) beside it where the two differ: a run bounded by a duration, or stopped early, sends
-    fewer than it generated.  Without `sent` the planned counts are said to be planned."""
+def requests_per_run(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
+    """What each run sent (suite.json's runs[].sent), with what it planned (run.json's load.requests) beside it where
+    the two differ: a run bounded by a duration, or stopped early, sends fewer than it generated."""
     planned = [i.load.requests for i in infos]
-    if sent is None or len(sent) != len(infos):
-        return f"{_distinct(planned)} planned (the requests sent are not known here)"
+    sent = [r.sent for r in result.runs]
+    if len(sent) != len(infos) or all(s is None for s in sent):
+        return f"{_distinct(planned)} planned (suite.json does not say how many were sent)"
 
     def one(plan: int | None, did: int | None) -> str | None:
         if did is None:
@@ -78,7 +78,7 @@ def requests_per_run(infos: Sequence[RunInfo], sent: Sequence[int | None] | None
     return _distinct([one(p, d) for p, d in zip(planned, sent, strict=True)])
 
 
-def _configuration(result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence[int | None] | None) -> list[str]:
+def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
     first = infos[0]
     lines = [
         "2. Test Configuration",
@@ -87,7 +87,7 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence
         f"- Content: {_distinct([i.workload.content for i in infos])}",
         f"- Runs: {len(infos)}; load per run: {_distinct([i.load.description for i in infos][:3])}"
         + (" ..." if len({i.load.description for i in infos}) > 3 else ""),
-        f"- Requests per run: {requests_per_run(infos, sent)}",
+        f"- Requests per run: {requests_per_run(result, infos)}",
         f"- Warm-up: {_warmups(infos)}",
         f"- Prefix caching: {_distinct([i.sut.prefix_caching for i in infos])}",
         f"- Guardrails: {_distinct([i.sut.guardrails for i in infos])}",
@@ -105,15 +105,14 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence
     return lines
 
 
-def suite_report(result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence[int | None] | None = None) -> str:
-    """The whole report as text; `infos` are the runs' run.json in the order the suite ran them, `sent` the requests
-    each sent (its summary's total), in the same order."""
+def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
+    """The whole report as text; `infos` are the runs' run.json in the order the suite ran them."""
     head = f"=== infermeter test {result.suite}: {result.title} ({result.reference}) ==="
     lines = [head, ""]
     if result.quick:
         lines += [QUICK_BANNER, ""]
     if infos:
-        lines += [*_system(infos), "", *_configuration(result, infos, sent), ""]
+        lines += [*_system(infos), "", *_configuration(result, infos), ""]
     lines.append("3. Results")
     lines += [f"- {f}" for f in result.analysis.findings] or ["- (no results)"]
     lines += [f"- note: {n}" for n in result.analysis.notes]
@@ -151,9 +150,7 @@ def compliance_table(result: SuiteResult) -> Table:
     )
 
 
-def suite_sections(
-    result: SuiteResult, infos: Sequence[RunInfo], sent: Sequence[int | None] | None = None
-) -> list[Section]:
+def suite_sections(result: SuiteResult, infos: Sequence[RunInfo]) -> list[Section]:
     """The report's six sections as a Document's (the console text above draws the same content)."""
 
     def bullets(lines: list[str]) -> list[str]:
@@ -163,7 +160,7 @@ def suite_sections(
     findings = list(result.analysis.findings) or ["(no results)"]
     return [
         Section("1. System Identification", bullets(_system(infos)) if infos else ["(no runs)"]),
-        Section("2. Test Configuration", bullets(_configuration(result, infos, sent)) if infos else []),
+        Section("2. Test Configuration", bullets(_configuration(result, infos)) if infos else []),
         Section("3. Results", findings + [f"note: {n}" for n in result.analysis.notes]),
         Section("4. Detailed Results", tables=list(result.analysis.tables), charts=list(result.analysis.charts)),
         Section(f"5. Methodology Compliance: {result.verdict}", tables=[compliance_table(result)]),

@@ -166,16 +166,13 @@ def repeats_text(summaries: list[FigureSummary], repeats: int) -> str:
     return "\n".join(lines)
 
 
-def repeats_document(
-    done: list[tuple[SuiteResult, list[RunInfo], list[int]]], summaries: list[FigureSummary]
-) -> Document:
+def repeats_document(done: list[tuple[SuiteResult, list[RunInfo]]], summaries: list[FigureSummary]) -> Document:
     """The full report of a suite repeated: the figures over the repeats, then each repeat's report (its charts
-    renamed so that one page holds them all); `done` holds each repeat's result, its runs' run.json and the requests
-    each run sent."""
+    renamed so that one page holds them all)."""
     first = done[0][0]
     repeats = []
-    for k, (result, infos, sent) in enumerate(done, 1):
-        sections = suite_sections(result, infos, sent)
+    for k, (result, infos) in enumerate(done, 1):
+        sections = suite_sections(result, infos)
         for s in sections:
             s.charts = [c.model_copy(update={"id": f"repeat-{k}-{c.id}"}) for c in s.charts]
         repeats.append(Section(f"Repeat {k}: {result.directory} ({result.verdict})", subsections=sections))

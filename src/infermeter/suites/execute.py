@@ -13,7 +13,7 @@ from infermeter.errors import UserError
 from infermeter.records import holds_run
 from infermeter.run_info import wall_clock_iso
 from infermeter.suites.disclosures import common_requirements
-from infermeter.suites.framework import SUITE_JSON, Suite, SuiteParams, SuiteResult, verdict
+from infermeter.suites.framework import SUITE_JSON, RunRef, Suite, SuiteParams, SuiteResult, verdict
 from infermeter.suites.lab import Lab
 
 SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite
@@ -55,7 +55,14 @@ def execute(suite: Suite, lab: Lab, params: SuiteParams, quick: bool, command: s
         command=command,
         directory=str(lab.out),
         runs=[
-            {"key": r.key, "label": r.label, "run_dir": str(r.run_dir), "reused": r.reused, "level": r.level}
+            RunRef(
+                key=r.key,
+                label=r.label,
+                run_dir=str(r.run_dir),
+                reused=r.reused,
+                level=r.level,
+                sent=r.summary.requests.total,
+            )
             for r in lab.runs
         ],
         analysis=analysis,

@@ -86,6 +86,7 @@ class RunRef(BaseModel):
     run_dir: str
     reused: bool
     level: str | None = None  # its place in the plan, named alike in every suite of this test ("30%", "probe 2")
+    sent: int | None = None  # the requests it sent (its summary's total); None in suites written before this field
 
 
 class SuiteResult(BaseModel):
