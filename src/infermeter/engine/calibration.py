@@ -350,16 +350,16 @@ def fit_decode(points: list[DecodePoint]) -> DecodeFit:
     linear = _fit_decode_at(b, ctx, y, w, 1.0)
     if len(np.unique(b)) < MIN_BATCH_SIZES:
         return linear
-    fits = [_fit_decode_at(b, ctx, y, w, float(e)) for e in BATCH_EXPONENTS]
-    best = min(fits, key=lambda f: _weighted_sse(f, b, ctx, y, w))
     linear_out = _held_out_by_batch(b, ctx, y, w, 1.0)
-    tried = [("linear in the batch", linear_out.rms)]
-    chosen, held = linear, linear_out
-    if best.kept[1] and best.batch_exponent != 1.0:
-        best_out = _held_out_by_batch(b, ctx, y, w, best.batch_exponent)
-        tried.append((f"batch ** {best.batch_exponent:g}", best_out.rms))
-        if linear_out.rms > LINEAR_ENOUGH and best_out.rms < SUBLINEAR_GAIN * linear_out.rms:
-            chosen, held = best, best_out
+    chosen, held, tried = linear, linear_out, [("linear in the batch", linear_out.rms)]
+    if linear_out.rms > LINEAR_ENOUGH:  # the linear model misses held-out batch sizes: try the exponents
+        best = min((_fit_decode_at(b, ctx, y, w, float(e)) for e in BATCH_EXPONENTS),
+                   key=lambda f: _weighted_sse(f, b, ctx, y, w))  # fmt: skip
+        if best.kept[1] and best.batch_exponent != 1.0:
+            best_out = _held_out_by_batch(b, ctx, y, w, best.batch_exponent)
+            tried.append((f"batch ** {best.batch_exponent:g}", best_out.rms))
+            if best_out.rms < SUBLINEAR_GAIN * linear_out.rms:
+                chosen, held = best, best_out
     return DecodeFit(chosen.fixed, chosen.per_decode_seq, chosen.per_context_token, chosen.fit, chosen.kept,
                      chosen.batch_exponent, held, tuple(tried))  # fmt: skip
 
