@@ -130,7 +130,13 @@ def main() -> None:
         cal = infermeter(c, "calibrate", "--url", url, "--extra-body", NO_EOS, "--tokenizer", gguf(),
                          "--max-prompt", 1000, *probe, "--out", out / "engine.yaml")  # fmt: skip
         print(f"calibrated in {time.monotonic() - t0:.0f} s")
-        print("\n".join(line for line in cal.splitlines() if line.startswith(("warning", "| iteration", "| api"))))
+        print(
+            "\n".join(
+                line
+                for line in cal.splitlines()
+                if line.startswith(("warning", "| iteration", "| api", "- scheduling", "- prefill"))
+            )
+        )
         errors: dict[tuple[int, str, int], list[float]] = {}
         for r in range(args.repeats):
             for pct in LOADS:

@@ -2,7 +2,10 @@ import numpy as np
 import pytest
 
 from infermeter.engine.calibration import fit_batch_model, fit_grid_file
-from infermeter.engine.latency import BatchModel, IterationModel
+from infermeter.engine.core import EngineCore
+from infermeter.engine.iteration import ChunkedPrefill, ContinuousBatching
+from infermeter.engine.latency import BatchModel, IterationModel, attention_pairs
+from infermeter.engine.request import EngineRequest
 from infermeter.errors import UserError
 
 
@@ -23,6 +26,33 @@ def test_iteration_model_step_arithmetic():
     b, L, P = 4, 10, 400
     expect = m.step_time(P, 0, P) + sum(m.step_time(0, b, P + b * k) for k in range(1, L))
     assert m.batch_time(b, L, P) == pytest.approx(expect)
+
+
+def test_prefill_attention_costs_the_prompts_pairs_however_it_is_chunked():
+    m = IterationModel(fixed=0.002, per_prefill_token=1e-4, per_context_token=1e-6, per_prefill_pair=1e-8)
+    assert attention_pairs(3, 0) == 6 and attention_pairs(2, 3) == 2 * 3 + 3  # (1 + 2 + 3); two tokens after 3 held
+    assert sum(attention_pairs(c, held) for c, held in [(512, 0), (512, 512), (76, 1024)]) == 1100 * 1101 // 2
+
+    def steps(scheduler: ContinuousBatching | ChunkedPrefill) -> list[float]:
+        """An isolated 1100-token prompt's prefill steps (its first token ends the last)."""
+        core = EngineCore(scheduler, m, capacity_tokens=10**6)
+        core.submit(EngineRequest(0, 0.0, 1100, 2, 2))
+        out, now = [], 0.0
+        while True:
+            step = core.next_step(now)
+            core.finish(step)
+            out.append(step.duration)
+            now += step.duration
+            if step.reqs:
+                return out
+
+    pairs = 1e-8 * 1100 * 1101 / 2
+    assert steps(ContinuousBatching()) == [pytest.approx(0.002 + 0.11 + 1100e-6 + pairs)]
+    chunked = steps(ChunkedPrefill(token_budget=512))
+    # three chunks: three fixed costs, the context each chunk attends (512 + 1024 + 1100), the same pairs
+    assert len(chunked) == 3
+    assert sum(chunked) == pytest.approx(3 * 0.002 + 0.11 + (512 + 1024 + 1100) * 1e-6 + pairs)
+    assert m.ttft(1, 1100) == pytest.approx(0.002 + 0.11 + 1100e-6 + pairs)
 
 
 def test_calibration_recovers_parameters(tmp_path):

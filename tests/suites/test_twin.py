@@ -50,6 +50,7 @@ def test_calibrate_recovers_an_engine_it_was_not_told(calibrated):
         assert fitted == pytest.approx(true, rel=0.10), (name, fitted, true)
     assert engine.kv_capacity_tokens == pytest.approx(200_000, rel=0.10)
     assert engine.scheduler.name == "continuous"
+    assert engine.calibration.prefill_mixing.startswith("separate")
     assert "iteration_model.per_prefill_token" in p.stdout and "Which scheduling policy" in p.stdout
 
 
@@ -92,13 +93,21 @@ def test_paired_ttft_error_is_the_median_of_each_requests_error():
     assert paired_ttft_error(predicted, RecordColumns.from_records([rec(9, 0.2)])) is None
 
 
-def test_the_probe_stops_its_ladder_where_a_batching_server_queues(tmp_path):
+@pytest.mark.parametrize(
+    ("scheduler", "mixing"),
+    [({"name": "continuous"}, "separate"), ({"name": "chunked_prefill", "token_budget": 4096}, "mixed")],
+)
+def test_the_probe_stops_its_ladder_where_a_batching_server_queues(tmp_path, scheduler, mixing):
     """A server that runs 4 at a time: the short prompts' ladder ends at the first rung it queued (8); only a
-    one-at-a-time server is sent more short prompts, for their turnarounds."""
-    (tmp_path / "four.yaml").write_text(
-        yaml.safe_dump({"engine": {"scheduler": {"name": "continuous", "max_num_seqs": 4}}})
-    )
+    one-at-a-time server is sent more short prompts, for their turnarounds.  A prompt sent while another decodes
+    tells an engine that mixes prefill into its decode steps (chunked prefill, whose budget no probed prompt
+    reached) from one that runs prefills in steps of their own (continuous)."""
+    (tmp_path / "four.yaml").write_text(yaml.safe_dump({"engine": {"scheduler": {**scheduler, "max_num_seqs": 4}}}))
     p = infermeter("calibrate", "--quick", "--emulator-config", tmp_path / "four.yaml", "--out", tmp_path / "e.yaml")
     assert p.returncode == 0, p.stderr
     rungs = re.findall(r"(\d+) together, 32-token prompts: (\d+) streaming at most", p.stdout + p.stderr)
     assert rungs == [("1", "1"), ("2", "2"), ("4", "4"), ("8", "4")], rungs
+    engine = load_engine_config(tmp_path / "e.yaml")
+    assert engine.calibration.prefill_mixing.startswith(mixing), engine.calibration.prefill_mixing
+    assert engine.scheduler.name == scheduler["name"]
+    assert f"prefill beside running decodes: {mixing}" in p.stdout

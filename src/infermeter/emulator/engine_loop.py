@@ -52,8 +52,8 @@ class ScaledLatency:
     def batch_time(self, b: int, max_len: int, prompt_tokens: int) -> float:
         return self.inner.batch_time(b, max_len, prompt_tokens) / self.speed
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        return self.inner.step_time(prefill_tokens, decode_seqs, context_tokens) / self.speed
+    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
+        return self.inner.step_time(prefill_tokens, decode_seqs, context_tokens, prefill_pairs) / self.speed
 
     def after_requests(self, finished: int) -> float:
         return self.inner.after_requests(finished) / self.speed

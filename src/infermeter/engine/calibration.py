@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from pydantic import BaseModel, ConfigDict, Field
 
-from infermeter.engine.latency import BatchModel
+from infermeter.engine.latency import BatchModel, attention_pairs
 from infermeter.errors import UserError
 
 GRID_COLUMNS = ("batch_size", "max_seq_len", "mean_latency_sec")
@@ -105,6 +105,16 @@ class PrefixCacheProbe(BaseModel):
         return self.second_ttft_s < 0.6 * self.first_ttft_s
 
 
+class Interference(BaseModel):
+    """A prompt sent while another request decoded alone: where the running request's nearest token came relative
+    to the newcomer's first token.  An engine that mixes prompt chunks into its decode steps (llama-server, vLLM v1,
+    Sarathi) ends both in the same step (offset ~0); one that runs prefills in steps of their own (vLLM v0) gives
+    the running request its next token a decode step later."""
+
+    offset_s: float  # the running request's token nearest the newcomer's first token, minus that first token
+    step_s: float  # the running request's median inter-token gap: what the offset is judged against
+
+
 class Turnaround(BaseModel):
     """A server serving one request at a time: from one request's last token to the next one's first."""
 
@@ -120,6 +130,7 @@ class ProbeData(BaseModel):
     prefill: list[PrefillPoint]
     decode: list[DecodePoint]
     turnarounds: list[Turnaround] = Field(default_factory=list)
+    interference: list[Interference] = Field(default_factory=list)
     largest_batch: int = Field(gt=0, description="most sequences seen streaming at once")
     most_sent: int = Field(gt=0, description="most requests the probe sent at once")
     kv_capacity_tokens: int | None = None
@@ -175,9 +186,9 @@ class Calibration(BaseModel):
     parameters: list[ParameterFit] = Field(default_factory=list)
     policies: list[PolicyFit] = Field(default_factory=list)
     policy: str = ""
+    prefill_mixing: str = "not measured"  # whether prefill shares the decode steps, and the evidence
     largest_batch: int = 0
     batch_limited: bool = False
-    quadratic_prefill_ms_per_ktoken2: float | None = None
     prefix_cache: str = "not measured"
     kv_capacity_source: str = "not measured"
     notes: list[str] = Field(default_factory=list)
@@ -201,6 +212,7 @@ class LinearFit:
     r2: float
     rms: float
     points: int
+    rms_relative: float = float("nan")  # RMS of the residuals / the measurements, where a fit reports it
 
 
 def least_squares(design: np.ndarray, y: np.ndarray) -> LinearFit:
@@ -364,18 +376,37 @@ def fit_decode(points: list[DecodePoint]) -> DecodeFit:
                      chosen.batch_exponent, held, tuple(tried))  # fmt: skip
 
 
+SHAPE_GAIN = 0.75  # prefill's attention term must cut the held-out error to this share of the linear model's
+MIN_ATTENTION_LENGTHS = 5  # prompt lengths the isolated TTFTs must span for attention's P^2 term to be fitted
+CHUNK_GAIN = 2 / 3  # chunking must cut the held-out error to this share of one prefill step's to be preferred
+
+
 @dataclass(frozen=True)
 class PrefillFit:
+    """Isolated TTFT under one scheduling policy: the API's overhead, a cost per prompt token and, where it predicts
+    held-out lengths better, attention's cost per (token, token it attends to) pair."""
+
     policy: str
     budget: int | None
     overhead: float
     per_prefill_token: float
-    fit: LinearFit
-    held_out: HeldOut | None = None  # None: fewer than 3 lengths, nothing to hold out
-    held_out_rms_s: float = float("nan")  # the held-out errors' RMS in seconds (what the policies are chosen by)
+    fit: LinearFit  # coef: overhead, per token[, per pair]; rms in seconds
+    per_prefill_pair: float = 0.0
+    attention: bool = False  # the model has the pair term (it may still have fitted it to 0)
+    held_out: HeldOut | None = None  # None: too few lengths to hold one out
+
+    @property
+    def model(self) -> str:
+        return f"{self.policy}, {'attention P^2' if self.attention else 'linear'}"
+
+    @property
+    def error(self) -> float:
+        """What fits are chosen by: the RMS relative error on held-out lengths (in-sample where none was held out)."""
+        return self.held_out.rms if self.held_out is not None else self.fit.rms_relative
 
 
-def _prefill_lines(points: list[PrefillPoint], decode: DecodeFit, budget: int | None):  # type: ignore[no-untyped-def]
+def _prefill_lines(points: list[PrefillPoint], decode: DecodeFit,
+                   budget: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     p = np.asarray([x.prompt_tokens for x in points], dtype=float)
     y = np.asarray([x.ttft_s for x in points], dtype=float)
     shape = np.asarray([chunks(int(n), budget) for n in p], dtype=float)
@@ -383,47 +414,71 @@ def _prefill_lines(points: list[PrefillPoint], decode: DecodeFit, budget: int | 
     return p, y, known
 
 
-def fit_prefill(points: list[PrefillPoint], decode: DecodeFit, budget: int | None) -> PrefillFit:
+def _relative_fit(design: np.ndarray, y: np.ndarray, target: np.ndarray) -> LinearFit:
+    """Non-negative least squares of `target` on `design`, each row weighted by 1 / y: every prompt length counts
+    by its relative error, as predictions are judged (unweighted, the longest prompts' noise sets the slope and the
+    short prompts a workload sends are missed by tens of percent)."""
+    w = 1.0 / y
+    fit, _ = nonnegative_fit(design * w[:, None], target * w, free=0)
+    return fit
+
+
+def fit_prefill(points: list[PrefillPoint], decode: DecodeFit, budget: int | None,
+                attention: bool = False) -> PrefillFit:  # fmt: skip
     """TTFT of an isolated prompt under one policy: overhead + its prefill steps (each `fixed` plus the attention
-    to its context) + per_prefill_token * prompt; overhead and per_prefill_token are the unknowns.  Each length
-    is also left out in turn and predicted from the others (the held-out error)."""
+    to its context) + per_prefill_token * P [+ per_prefill_pair * P (P + 1) / 2]; the costs are the unknowns, none
+    below 0.  Each length is also left out in turn and predicted from the others (the held-out error)."""
     p, y, known = _prefill_lines(points, decode, budget)
-    design = np.column_stack([np.ones_like(p), p])
-    fit, _ = nonnegative_fit(design, y - known)
-    model = known + fit.coef[0] + fit.coef[1] * p
-    resid = y - model
+    columns = [np.ones_like(p), p] + ([p * (p + 1) / 2] if attention else [])
+    design = np.column_stack(columns)
+    fit = _relative_fit(design, y, y - known)
+    resid = y - known - design @ fit.coef
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
-    plain = LinearFit(fit.coef, fit.stderr, r2, float(np.sqrt(np.mean(resid**2))), len(y))
+    plain = LinearFit(fit.coef, fit.stderr, r2, float(np.sqrt(np.mean(resid**2))), len(y),
+                      float(np.sqrt(np.mean((resid / y) ** 2))))  # fmt: skip
     policy = "continuous" if budget is None else f"chunked_prefill (budget {budget})"
     held: HeldOut | None = None
-    held_rms = float("nan")
-    if len(p) >= 3:
+    if len(p) > design.shape[1]:
         predicted = np.empty_like(y)
         for i in range(len(p)):
             rest = np.arange(len(p)) != i
-            fold, _ = nonnegative_fit(design[rest], (y - known)[rest])
-            predicted[i] = known[i] + fold.coef[0] + fold.coef[1] * p[i]
+            fold = _relative_fit(design[rest], y[rest], (y - known)[rest])
+            predicted[i] = known[i] + design[i] @ fold.coef
         held = HeldOut("each prompt length's isolated TTFT, fitted on the other lengths", (predicted - y) / y)
-        held_rms = float(np.sqrt(np.mean((predicted - y) ** 2)))
-    return PrefillFit(policy, budget, float(fit.coef[0]), float(fit.coef[1]), plain, held, held_rms)
+    pair = float(fit.coef[2]) if attention else 0.0
+    return PrefillFit(policy, budget, float(fit.coef[0]), float(fit.coef[1]), plain, pair, attention, held)
 
 
-def choose_policy(points: list[PrefillPoint], decode: DecodeFit) -> tuple[PrefillFit, list[PrefillFit]]:
-    """Every policy fitted; the chosen one predicts held-out prompt lengths best (in-sample where there are too
-    few to hold one out), and chunking must cut that error by a third to be preferred over one prefill step per
-    prompt (the simpler explanation)."""
+def fit_policy(points: list[PrefillPoint], decode: DecodeFit,
+               budget: int | None) -> tuple[PrefillFit, list[PrefillFit]]:  # fmt: skip
+    """A policy's prefill model: linear in the prompt, or with attention's P^2 where the probe spans
+    MIN_ATTENTION_LENGTHS lengths and it cuts the held-out error to SHAPE_GAIN of the linear model's.  Returns the
+    model kept and every model tried."""
+    linear = fit_prefill(points, decode, budget)
+    if len({x.prompt_tokens for x in points}) < MIN_ATTENTION_LENGTHS:
+        return linear, [linear]
+    quadratic = fit_prefill(points, decode, budget, attention=True)
+    kept = quadratic if quadratic.per_prefill_pair > 0 and quadratic.error < SHAPE_GAIN * linear.error else linear
+    return kept, [linear, quadratic]
+
+
+def choose_policy(points: list[PrefillPoint],
+                  decode: DecodeFit) -> tuple[PrefillFit, list[PrefillFit], list[PrefillFit]]:  # fmt: skip
+    """Every policy fitted; the chosen one predicts held-out prompt lengths best (relative error; in-sample where
+    there are too few to hold one out), and chunking must cut that error to CHUNK_GAIN of one prefill step per
+    prompt's (the simpler explanation) to be preferred.  Returns the chosen fit, each policy's kept fit, and every
+    model tried."""
     longest = max(x.prompt_tokens for x in points)
-    fits = [fit_prefill(points, decode, None)]
-    fits += [fit_prefill(points, decode, b) for b in CHUNK_BUDGETS if b < longest]
-
-    def error(f: PrefillFit) -> float:
-        return f.held_out_rms_s if f.held_out is not None else f.fit.rms
-
-    best = min(fits, key=error)
-    if best.budget is not None and error(best) >= 2 / 3 * error(fits[0]):
-        best = fits[0]
-    return best, fits
+    per_policy, tried = [], []
+    for budget in [None, *(b for b in CHUNK_BUDGETS if b < longest)]:
+        kept, models = fit_policy(points, decode, budget)
+        per_policy.append(kept)
+        tried += models
+    best = min(per_policy, key=lambda f: f.error)
+    if best.budget is not None and best.error >= CHUNK_GAIN * per_policy[0].error:
+        best = per_policy[0]
+    return best, per_policy, tried
 
 
 def turnarounds(token_times: list[np.ndarray], prompts: list[int]) -> list[Turnaround]:
@@ -456,23 +511,30 @@ def per_request_cost(points: list[Turnaround], decode: DecodeFit, prefill: Prefi
     for x in short_turnarounds(points):
         steps, ctx = chunks(x.prompt_tokens, prefill.budget)
         rest.append(x.seconds - steps * decode.fixed - prefill.per_prefill_token * x.prompt_tokens
+                    - prefill.per_prefill_pair * attention_pairs(x.prompt_tokens, 0)
                     - decode.per_context_token * ctx)  # fmt: skip
     return max(float(np.median(rest)), 0.0)
 
 
-def quadratic_term(points: list[PrefillPoint]) -> float | None:
-    """The P^2 coefficient of TTFT = a + b P + c P^2 over the isolated prompts (s/token^2), when there are 5+
-    lengths and the term is both significant (3 standard errors) and worth 5% of the longest prompt's TTFT."""
-    if len({x.prompt_tokens for x in points}) < 5:
+MIXED_SHARE = 0.3  # a running token this close to a newcomer's first token (share of a decode step): the same step
+
+
+def interference(running: np.ndarray, first_token: float) -> Interference | None:
+    """How a newcomer's prefill met a request decoding alone; None unless the running request streamed tokens on
+    both sides of the newcomer's first token (the prefill fell inside its decoding)."""
+    if len(running) < 4 or not running[1] < first_token < running[-1]:
         return None
-    p = np.asarray([x.prompt_tokens for x in points], dtype=float)
-    y = np.asarray([x.ttft_s for x in points], dtype=float)
-    fit = least_squares(np.column_stack([np.ones_like(p), p, p * p]), y)
-    c, err = float(fit.coef[2]), float(fit.stderr[2])
-    longest = int(np.argmax(p))
-    if not abs(c) > 3 * err or abs(c) * p[longest] ** 2 < 0.05 * y[longest]:
+    nearest = running[int(np.argmin(np.abs(running - first_token)))]
+    return Interference(offset_s=float(nearest - first_token), step_s=float(np.median(np.diff(running))))
+
+
+def mixes_prefill(points: list[Interference]) -> bool | None:
+    """Whether the engine runs prompt chunks in its decode steps: most probes found the running request's token in
+    the newcomer's first step.  None: nothing measured."""
+    if not points:
         return None
-    return c
+    same = sum(abs(p.offset_s) < MIXED_SHARE * p.step_s for p in points)
+    return 2 * same > len(points)
 
 
 def trimmed_mean(values: np.ndarray, trim: float = 0.1) -> float:

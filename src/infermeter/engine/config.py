@@ -102,6 +102,7 @@ class EngineConfig(BaseModel):
             "batch_model.gamma": (b.gamma, -1.0, True),
             "iteration_model.fixed": (it.fixed, 0.0, True),
             "iteration_model.per_prefill_token": (it.per_prefill_token, 0.0, False),
+            "iteration_model.per_prefill_pair": (it.per_prefill_pair, 0.0, False),
             "iteration_model.per_decode_seq": (it.per_decode_seq, 0.0, False),
             "iteration_model.per_context_token": (it.per_context_token, 0.0, False),
             "iteration_model.per_request": (it.per_request, 0.0, False),

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from infermeter.engine.latency import attention_pairs
 from infermeter.engine.memory import blocks_for
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.scheduler import EngineLimits, SchedulerConfig
@@ -120,8 +121,10 @@ class IterationLevel(ABC):
             return None
         prefill_tokens = sum(c for _, c in plan.prefill)
         context = sum(r.kv for r in plan.decode) + sum(r.kv + c for r, c in plan.prefill)
+        pairs = sum(attention_pairs(c, r.kv) for r, c in plan.prefill)
         # the step waits for what the engine still does for requests that finished (a one-at-a-time server's turnaround)
-        duration = engine.latency.step_time(prefill_tokens, len(plan.decode), context) + max(engine.busy_until - now, 0)
+        duration = engine.latency.step_time(prefill_tokens, len(plan.decode), context, pairs)
+        duration += max(engine.busy_until - now, 0)
         step = Step(engine.engine_id, now, duration, len(plan.decode) + len(plan.prefill), plan=plan)
         emitting = list(plan.decode) + [r for r, c in plan.prefill if r.prefilled + c >= r.prefill_target]
         for r in emitting:

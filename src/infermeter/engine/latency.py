@@ -27,8 +27,9 @@ class LatencyModel(Protocol):
         """Seconds the engine is busy serving a static batch whose longest request is max_len tokens."""
         ...
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        """Seconds of one engine iteration (continuous batching)."""
+    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
+        """Seconds of one engine iteration (continuous batching); `prefill_pairs`: (prompt token, token it attends
+        to) pairs its prefill chunks compute (`attention_pairs`)."""
         ...
 
     def after_requests(self, finished: int) -> float:
@@ -64,9 +65,16 @@ class BatchModel:
     def after_requests(self, finished: int) -> float:
         return 0.0
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
         t = self.alpha if prefill_tokens > 0 else 0.0
         return t + (self.beta * self.h(decode_seqs) if decode_seqs > 0 else 0.0)
+
+
+def attention_pairs(chunk: int, held: int) -> int:
+    """(prompt token, token it attends to) pairs of a prefill chunk of `chunk` tokens after `held` tokens of KV: each
+    token attends to the KV before it and to itself (causal attention), so a whole prompt of P tokens computes
+    P (P + 1) / 2 however it is chunked."""
+    return chunk * held + chunk * (chunk + 1) // 2
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,10 @@ class IterationModel:
       a 1,000-token prompt prefills in ~51 ms;
     - 0.03 ms per decoding sequence: sampling, the LM head and per-sequence bookkeeping;
     - 4e-5 ms per context token: attention reads 128 KiB of KV per token (32 layers x 8 KV heads x 128 dims
-      x K and V x 2 bytes) at ~3.3 TB/s, so 100k cached tokens add ~4 ms to a step.
+      x K and V x 2 bytes) at ~3.3 TB/s, so 100k cached tokens add ~4 ms to a step;
+    - 0 per prefill attention pair: prefill attention's compute (~0.5 MFLOP a pair, 1.5e-9 ms at the rate above)
+      is a fraction of a millisecond below 10k-token prompts on an H100; a CPU or a small model's prefill is
+      visibly quadratic, and `calibrate` fits it where the probe's prompts show it.
     """
 
     fixed: float = 6.0 * S_PER_MS
@@ -96,6 +107,9 @@ class IterationModel:
     # bookkeeping per sequence); below 1 the batch's rows share the weight reads and kernel launches, as a small
     # model's step on a GPU or a CPU does until compute saturates
     batch_exponent: float = 1.0
+    # seconds per (prompt token, token it attends to) pair in prefill: attention's compute, which grows as the
+    # prompt squared (`attention_pairs`)
+    per_prefill_pair: float = 0.0
     name: str = "iteration"
 
     def decode_cost(self, decode_seqs: int | float) -> float:
@@ -106,10 +120,11 @@ class IterationModel:
             return self.per_decode_seq * decode_seqs
         return self.per_decode_seq * float(decode_seqs) ** self.batch_exponent
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
         return (
             self.fixed
             + self.per_prefill_token * prefill_tokens
+            + self.per_prefill_pair * prefill_pairs
             + self.decode_cost(decode_seqs)
             + self.per_context_token * context_tokens
         )
@@ -118,7 +133,8 @@ class IterationModel:
         return self.per_request * finished
 
     def ttft(self, b: int, prompt_tokens: int) -> float:
-        return self.step_time(prompt_tokens, 0, prompt_tokens)
+        each = prompt_tokens // max(b, 1)  # b prompts of equal length prefilled together
+        return self.step_time(prompt_tokens, 0, prompt_tokens, max(b, 1) * attention_pairs(each, 0))
 
     def tbt(self, b: int, context_tokens: float) -> float:
         return self.step_time(0, b, int(context_tokens))

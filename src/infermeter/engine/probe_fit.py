@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
+import numpy as np
+
 from infermeter.engine.calibration import (
     DECODE_FIT,
     HELD_OUT_MAX,
@@ -22,16 +24,20 @@ from infermeter.engine.calibration import (
     ProbeData,
     choose_policy,
     fit_decode,
+    mixes_prefill,
     per_request_cost,
-    quadratic_term,
     short_turnarounds,
 )
 from infermeter.engine.config import EngineConfig
+from infermeter.engine.iteration import ContinuousConfig
 from infermeter.engine.latency import IterationModel
 from infermeter.errors import UserError
 from infermeter.units import MS_PER_S
 
 DEFAULT_MAX_NUM_SEQS = 256  # kept when the probe never filled the server's batch
+# the token budget of an engine that mixes prefill into its decode steps but chunked no probed prompt: the prompt
+# tokens a continuous engine's step may take
+UNCHUNKED_BUDGET = ContinuousConfig.model_fields["max_batched_tokens"].default
 MIN_FIXED_SHARE = 0.01  # a step fitted with no fixed cost gets this share of the shortest step measured
 
 
@@ -46,8 +52,11 @@ def _parameters(decode: DecodeFit, prefill: PrefillFit, per_request: float | Non
         ("iteration_model.per_decode_seq", decode.per_decode_seq, "s/sequence", d.stderr[1], DECODE_FIT, d),
         ("iteration_model.per_context_token", decode.per_context_token, "s/token", d.stderr[2], DECODE_FIT, d),
         ("iteration_model.per_prefill_token", prefill.per_prefill_token, "s/token", p.stderr[1], PREFILL_FIT, p),
-        ("api_overhead", max(prefill.overhead, 0.0), "s", p.stderr[0], PREFILL_FIT, p),
+        ("api_overhead", prefill.overhead, "s", p.stderr[0], PREFILL_FIT, p),
     ]
+    if prefill.attention:
+        rows.insert(4, ("iteration_model.per_prefill_pair", prefill.per_prefill_pair, "s/pair", p.stderr[2],
+                        PREFILL_FIT, p))  # fmt: skip
     held = {DECODE_FIT: _rms(decode.held_out), PREFILL_FIT: _rms(prefill.held_out)}
     out = [
         ParameterFit(
@@ -97,13 +106,14 @@ def _quality(fit: str, model: str, r2: float, points: int, held: HeldOut | None,
                       held_out_rms=_rms(held), held_out_low=low, held_out_high=high, candidates=candidates)  # fmt: skip
 
 
-def fit_qualities(decode: DecodeFit, prefill: PrefillFit, fits: list[PrefillFit]) -> list[FitQuality]:
-    """The decode and prefill fits' quality: R^2, and the error on probes held out of them."""
+def fit_qualities(decode: DecodeFit, prefill: PrefillFit, tried: list[PrefillFit]) -> list[FitQuality]:
+    """The decode and prefill fits' quality: R^2, and the error on probes held out of them (`tried`: every prefill
+    model fitted)."""
     model = "linear in the batch" if decode.batch_exponent == 1.0 else f"batch ** {decode.batch_exponent:g}"
     return [
         _quality(DECODE_FIT, model, decode.fit.r2, decode.fit.points, decode.held_out, dict(decode.candidates)),
-        _quality(PREFILL_FIT, prefill.policy, prefill.fit.r2, prefill.fit.points, prefill.held_out,
-                 {f.policy: f.held_out.rms for f in fits if f.held_out is not None}),
+        _quality(PREFILL_FIT, prefill.model, prefill.fit.r2, prefill.fit.points, prefill.held_out,
+                 {f.model: f.held_out.rms for f in tried if f.held_out is not None}),
     ]  # fmt: skip
 
 
@@ -128,6 +138,27 @@ def fit_warnings(qualities: list[FitQuality], batch_sizes: list[int]) -> list[st
     return out
 
 
+def _policy(isolated: str, one_at_a_time: bool, mixed: bool | None) -> str:
+    """The scheduling found, in words, ending with the policy the isolated TTFTs chose in parentheses."""
+    if one_at_a_time:
+        return f"one at a time ({isolated})"
+    return f"prefill mixed into decode steps ({isolated})" if mixed else isolated
+
+
+def _mixing(probe: ProbeData, mixed: bool | None) -> str:
+    """What the prompts sent while another request decoded showed, in words."""
+    points = probe.interference
+    if mixed is None:
+        return "not measured (the server ran one request at a time, or the probe's time ran out)"
+    offset = float(np.median([p.offset_s for p in points])) * MS_PER_S
+    step = float(np.median([p.step_s for p in points])) * MS_PER_S
+    where = "in the same step as" if mixed else "a step apart from"
+    return (
+        f"{'mixed' if mixed else 'separate'}: the running request's nearest token came {offset:+.1f} ms from the "
+        f"newcomer's first (median of {len(points)}; decode step {step:.1f} ms): {where} its prefill"
+    )
+
+
 def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConfig:
     """The engine configuration that explains the probe: `base`'s other settings kept."""
     if len(probe.prefill) < 2:
@@ -145,13 +176,15 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
             f"iteration_model.fixed: the decode steps fit no fixed cost (all of a step's time grows with its batch): "
             f"set to {fixed * MS_PER_S:.3g} ms, {MIN_FIXED_SHARE:.0%} of the shortest step measured"
         )
-    chosen, fits = choose_policy(probe.prefill, decode)
+    chosen, fits, tried = choose_policy(probe.prefill, decode)
     limited = probe.largest_batch < probe.most_sent
     max_num_seqs = probe.largest_batch if limited else max(DEFAULT_MAX_NUM_SEQS, probe.most_sent)
-    if chosen.budget is None:
+    mixed = mixes_prefill(probe.interference)
+    if chosen.budget is None and not mixed:
         scheduler: dict[str, object] = {"name": "continuous", "max_num_seqs": max_num_seqs}
     else:
-        scheduler = {"name": "chunked_prefill", "max_num_seqs": max_num_seqs, "token_budget": chosen.budget}
+        budget = chosen.budget if chosen.budget is not None else UNCHUNKED_BUDGET
+        scheduler = {"name": "chunked_prefill", "max_num_seqs": max_num_seqs, "token_budget": budget}
     per_request = per_request_cost(probe.turnarounds, decode, chosen)
     model = IterationModel(
         fixed=decode.fixed,
@@ -160,8 +193,8 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         per_context_token=decode.per_context_token,
         per_request=per_request or 0.0,
         batch_exponent=decode.batch_exponent,
+        per_prefill_pair=chosen.per_prefill_pair,
     )
-    quad = quadratic_term(probe.prefill)
     notes = list(probe.notes) + ([floor_note] if floor_note else [])
     if not decode.kept[1]:
         notes.append("per_decode_seq: the batch never grew past one sequence (or its cost fit below 0): set to 0")
@@ -173,17 +206,17 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
             f"(set to {max_num_seqs})"
         )
     cache = probe.prefix_cache
-    qualities = fit_qualities(decode, chosen, fits)
+    qualities = fit_qualities(decode, chosen, tried)
     calibration = Calibration(
         source=probe.source,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         duration_s=probe.duration_s,
         parameters=_parameters(decode, chosen, per_request, len(short_turnarounds(probe.turnarounds))),
         policies=[PolicyFit(policy=f.policy, residual_rms_ms=f.fit.rms * MS_PER_S, r2=f.fit.r2) for f in fits],
-        policy=chosen.policy if not (limited and probe.largest_batch == 1) else f"one at a time ({chosen.policy})",
+        policy=_policy(chosen.policy, limited and probe.largest_batch == 1, mixed),
+        prefill_mixing=_mixing(probe, mixed),
         largest_batch=probe.largest_batch,
         batch_limited=limited,
-        quadratic_prefill_ms_per_ktoken2=None if quad is None else quad * MS_PER_S * 1e6,
         prefix_cache="not measured"
         if cache is None
         else (
@@ -200,7 +233,7 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
         scheduler=scheduler,
         latency="iteration",
         iteration_model=model,
-        api_overhead=max(chosen.overhead, 0.0),
+        api_overhead=chosen.overhead,
         calibration=calibration,
     )
     if probe.kv_capacity_tokens is not None:

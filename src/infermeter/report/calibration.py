@@ -14,6 +14,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "s": ("ms", MS_PER_S),
     "s/token": ("us/token", 1e6),
     "s/sequence": ("us/seq", 1e6),
+    "s/pair": ("ns/pair", 1e9),
 }
 
 
@@ -72,16 +73,12 @@ def findings(cal: Calibration, engine: EngineConfig) -> list[str]:
     kv = engine.kv_capacity_tokens
     lines = [
         f"scheduling: {cal.policy}; {batch}",
+        f"prefill beside running decodes: {cal.prefill_mixing}",
         f"API overhead {engine.api_overhead * MS_PER_S:.2f} ms per request (isolated TTFT minus the model's prefill)",
         f"KV capacity: {f'{kv} tokens ({cal.kv_capacity_source})' if kv else cal.kv_capacity_source}",
         f"prefix cache: {cal.prefix_cache}",
         f"measured in {cal.duration_s:.1f} s against {cal.source}",
     ]
-    if cal.quadratic_prefill_ms_per_ktoken2 is not None:
-        lines.append(
-            f"prefill's quadratic term: {cal.quadratic_prefill_ms_per_ktoken2:.3g} ms per (1000 tokens)^2 "
-            "(the iteration model charges attention through per_context_token)"
-        )
     return lines
 
 

@@ -89,6 +89,7 @@ def _scaled(engine: EngineConfig, decode: float, prefill: float) -> EngineConfig
         per_context_token=it.per_context_token * decode,
         per_request=it.per_request * decode,
         per_prefill_token=it.per_prefill_token * prefill,
+        per_prefill_pair=it.per_prefill_pair * prefill,
     )
     return engine.model_copy(update={"iteration_model": model, "api_overhead": engine.api_overhead * prefill})
 

@@ -1,7 +1,8 @@
 """Black-box calibration of a live server over its normal API: isolated prompts of growing length (prefill cost,
 fixed overhead, chunking), requests sent together at concurrency 1, 2, 4, ... with short and long prompts (the
 decode step against batch and context, the largest running batch), the KV usage gauge where /metrics has one (KV
-capacity), and one prompt sent twice (prefix caching).  Bounded in time: what does not fit is left out, noted."""
+capacity), a prompt sent while another request decodes (whether prefill shares the decode steps), and one prompt
+sent twice (prefix caching).  Bounded in time: what does not fit is left out, noted."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from infermeter.client.server_metrics import ROLES
 from infermeter.client.urls import endpoint
 from infermeter.engine.calibration import (
     DecodePoint,
+    Interference,
     PrefillPoint,
     PrefixCacheProbe,
     ProbeData,
     Turnaround,
     decode_points,
+    interference,
     streaming_peak,
     turnarounds,
 )
@@ -67,7 +70,7 @@ class ProbePlan:
 
 
 FULL = ProbePlan(
-    lengths=(64, 200, 400, 600, 800, 1100, 1500, 2000, 3000, 4000),
+    lengths=(16, 64, 200, 400, 600, 800, 1100, 1500, 2000, 3000, 4000),
     repeats=3,
     ladder=(1, 2, 4, 8, 16, 32, 64),
     long_ladder=(1, 4, 16),
@@ -77,7 +80,7 @@ FULL = ProbePlan(
     budget_s=270.0,
 )
 QUICK = ProbePlan(
-    lengths=(64, 300, 600, 1000),
+    lengths=(16, 64, 300, 600, 1000),
     repeats=3,
     ladder=(1, 2, 4, 8, 16, 32),
     long_ladder=(1, 4),
@@ -87,6 +90,9 @@ QUICK = ProbePlan(
     budget_s=50.0,
 )
 GAUGE_INTERVAL_S = 0.05
+INTERFERENCE_REPEATS = 3
+NEWCOMER_STEPS = 5  # the newcomer's prompt: the shortest whose isolated TTFT is this many decode steps
+MAX_RUNNING_TOKENS = 512  # the running request's output, enough to outlast the newcomer's prefill
 MIN_SHORT_TURNS = 3  # a one-at-a-time server gets short prompts sent together until this many turnarounds
 
 
@@ -116,6 +122,26 @@ class Prober:
     def prompt_tokens(self, rec: RequestRecord, asked: int) -> int:
         """The prompt's tokens as the server counted them (option A) when it said, else as built."""
         return rec.input_tokens if self.count_a and rec.input_tokens else asked
+
+
+async def measure_interference(probe: Prober, plan: ProbePlan, prefill: list[PrefillPoint],
+                               step_s: float) -> list[Interference]:  # fmt: skip
+    """A prompt sent while one request decodes alone, INTERFERENCE_REPEATS times: where the running request's token
+    fell against the newcomer's first (`interference`).  `step_s`: the decode step of one sequence."""
+    newcomer = next((x for x in prefill if x.ttft_s >= NEWCOMER_STEPS * step_s), prefill[-1])
+    shortest = prefill[0].ttft_s
+    output = min(max(plan.decode_tokens, int(newcomer.ttft_s / step_s) + 3 * NEWCOMER_STEPS), MAX_RUNNING_TOKENS)
+    out = []
+    for _ in range(INTERFERENCE_REPEATS):
+        running = asyncio.create_task(probe.one(probe.prepare(plan.short_prompt, output)))
+        await asyncio.sleep(shortest + NEWCOMER_STEPS * step_s)  # the running request is decoding by then
+        new = await probe.one(probe.prepare(newcomer.prompt_tokens, 2))
+        run = await running
+        if run.status == new.status == "ok" and run.token_times and new.token_times:
+            point = interference(np.asarray(run.token_times), new.token_times[0])
+            if point is not None:
+                out.append(point)
+    return out
 
 
 class KvGauge:
@@ -198,6 +224,7 @@ async def probe_server(
     prefill: list[PrefillPoint] = []
     decode: list[DecodePoint] = []
     turns: list[Turnaround] = []
+    mixing: list[Interference] = []
     peak, most_sent = 1, 1
     kv: float | None = None
     held_most = 0
@@ -268,6 +295,10 @@ async def probe_server(
                 if seen < c and seen <= last_seen and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
                     break
                 last_seen = seen
+        alone = [p.step_s for p in decode if p.batch == 1]
+        if peak > 1 and alone and prefill and time.monotonic() < deadline:
+            mixing = await measure_interference(probe, plan, prefill, min(alone))
+            say(f"a prompt sent while another decodes: {len(mixing)} of {INTERFERENCE_REPEATS} measured")
         if time.monotonic() < deadline:
             rid = ids.request_id(ids.PREFILL, 10**6)
             first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
@@ -288,6 +319,7 @@ async def probe_server(
         prefill=prefill,
         decode=decode,
         turnarounds=turns,
+        interference=mixing,
         largest_batch=max(peak, 1),
         most_sent=most_sent,
         kv_capacity_tokens=None if kv is None else round(kv),
