@@ -1,6 +1,7 @@
 """Shared fixtures: a small set of records whose every metric is computed by hand in the tests, and one quick
 tradeoff suite against the embedded emulator that the suite, browser and comparison tests all read (a minute of
-real clock, made once per session)."""
+real clock, made once per session).  And the two tiers: `pytest` runs the first; `pytest --second-tier` runs
+`SECOND_TIER` (real servers built by `.ci/run`) and nothing else."""
 
 from __future__ import annotations
 
@@ -9,6 +10,21 @@ from pathlib import Path
 import pytest
 
 from infermeter.records import RequestRecord
+
+SECOND_TIER = Path(__file__).parent / "integration"  # against llama.cpp's servers: minutes each, and a build
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--second-tier", action="store_true", help=f"run only the tests under {SECOND_TIER.name}/")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The first tier never collects the second tier's modules (they need servers `.ci/run` builds after it starts);
+    `--second-tier` collects nothing else."""
+    inside = collection_path == SECOND_TIER or SECOND_TIER in collection_path.parents
+    if config.getoption("--second-tier"):
+        return None if inside or collection_path in SECOND_TIER.parents else True
+    return True if inside else None
 
 
 def hand_records() -> list[RequestRecord]:

@@ -1,4 +1,5 @@
-"""Against a real server: llama.cpp (llama-cpp-python) serving SmolLM2-135M on loopback.
+"""Against a real server: llama.cpp (llama-cpp-python) serving SmolLM2-135M on loopback.  The second tier
+(`pytest --second-tier`): the first never collects this module.
 
 CI installs both (see .ci/run) and sets INFERMETER_REQUIRE_LLAMA=1, so there these tests run or fail; on a
 machine without them they are skipped.  The server-timing test needs llama.cpp's own llama-server binary (on PATH, or
