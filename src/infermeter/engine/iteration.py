@@ -119,9 +119,12 @@ class IterationLevel(ABC):
         plan = self.plan(engine)
         if not plan:
             return None
-        prefill_tokens = sum(c for _, c in plan.prefill)
-        context = sum(r.kv for r in plan.decode) + sum(r.kv + c for r, c in plan.prefill)
-        pairs = sum(attention_pairs(c, r.kv) for r, c in plan.prefill)
+        prefill_tokens = pairs = 0
+        context = sum(r.kv for r in plan.decode)
+        for r, c in plan.prefill:
+            prefill_tokens += c
+            context += r.kv + c
+            pairs += attention_pairs(c, r.kv)
         # the step waits for what the engine still does for requests that finished (a one-at-a-time server's turnaround)
         duration = engine.latency.step_time(prefill_tokens, len(plan.decode), context, pairs)
         duration += max(engine.busy_until - now, 0)
