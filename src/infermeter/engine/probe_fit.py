@@ -149,7 +149,10 @@ def _mixing(probe: ProbeData, mixed: bool | None) -> str:
     """What the prompts sent while another request decoded showed, in words."""
     points = probe.interference
     if mixed is None:
-        return "not measured (the server ran one request at a time, or the probe's time ran out)"
+        return (
+            "not measured (the server ran one request at a time, the probe's time ran out, or no newcomer's first "
+            "token fell inside a running request's stream)"
+        )
     offset = float(np.median([p.offset_s for p in points])) * MS_PER_S
     step = float(np.median([p.step_s for p in points])) * MS_PER_S
     where = "in the same step as" if mixed else "a step apart from"
