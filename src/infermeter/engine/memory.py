@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = 1024**3
-
 
 def capacity_tokens(m_max_gb: float, m_model_gb: float, kv_gb_per_token: float) -> int:
     """seeds/004 Algorithm 1: eta = (M_max - M_model) / kv_mem_per_token."""

@@ -52,14 +52,6 @@ def emission_runs(step: Step) -> tuple[list[int], list[float], list[float], list
     return [r.idx for r in step.reqs], [start + f for f in step.first], step.interval, step.count
 
 
-def emission_times(step: Step) -> list[tuple[float, int]]:
-    """Every token of the step as (time, request index), in time order."""
-    owners, first, interval, count = emission_runs(step)
-    return sorted(
-        (f + k * iv, idx) for idx, f, iv, c in zip(owners, first, interval, count, strict=True) for k in range(c)
-    )
-
-
 @dataclass
 class EngineState:
     """What a scheduler reads and changes on one engine: its latency model, KV memory and running requests."""

@@ -30,9 +30,6 @@ from infermeter.workload.spec import Requests
 
 STEP1_CSV = "step1_grid_search.csv"
 STEP2_CSV = "step2_comparison.csv"
-SEED_REQUESTS = (1_000, 10_000, 100_000, 1_000_000)
-SEED_GPUS = (1, 2, 4, 8, 16, 32, 64, 100)
-SEED_BINS = (1, 2, 4, 8, 16, 32)
 REQUEST_SLA_OK = 5.0  # percent: the "optimal" step-1 configuration must keep request-SLA violations below this
 
 COLUMNS = [

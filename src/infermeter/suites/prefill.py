@@ -20,8 +20,6 @@ from infermeter.records import RunClock
 from infermeter.workload import ids
 from infermeter.workload.prompts import ExactPrompter
 
-DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
-
 
 async def profile_prefill(
     config: ClientConfig,
