@@ -129,12 +129,16 @@ async def measure_interference(probe: Prober, plan: ProbePlan, prefill: list[Pre
     """A prompt sent while one request decodes alone, INTERFERENCE_REPEATS times: where the running request's token
     fell against the newcomer's first (`interference`).  `step_s`: the decode step of one sequence."""
     newcomer = next((x for x in prefill if x.ttft_s >= NEWCOMER_STEPS * step_s), prefill[-1])
-    shortest = prefill[0].ttft_s
-    output = min(max(plan.decode_tokens, int(newcomer.ttft_s / step_s) + 3 * NEWCOMER_STEPS), MAX_RUNNING_TOKENS)
+    # the running request's own prefill, as the isolated prompts measured it: the newcomer is sent a few decode
+    # steps after it (sent sooner, both prompts can share one step, and nothing is learnt)
+    running_ttft = float(np.interp(plan.short_prompt, [x.prompt_tokens for x in prefill], [x.ttft_s for x in prefill]))
+    delay = running_ttft + NEWCOMER_STEPS * step_s
+    output = min(max(plan.decode_tokens, int((delay + newcomer.ttft_s) / step_s) + 3 * NEWCOMER_STEPS),
+                 MAX_RUNNING_TOKENS)  # fmt: skip
     out = []
     for _ in range(INTERFERENCE_REPEATS):
         running = asyncio.create_task(probe.one(probe.prepare(plan.short_prompt, output)))
-        await asyncio.sleep(shortest + NEWCOMER_STEPS * step_s)  # the running request is decoding by then
+        await asyncio.sleep(delay)
         new = await probe.one(probe.prepare(newcomer.prompt_tokens, 2))
         run = await running
         if run.status == new.status == "ok" and run.token_times and new.token_times:
@@ -295,10 +299,12 @@ async def probe_server(
                 if seen < c and seen <= last_seen and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
                     break
                 last_seen = seen
-        alone = [p.step_s for p in decode if p.batch == 1]
-        if peak > 1 and alone and prefill and time.monotonic() < deadline:
-            mixing = await measure_interference(probe, plan, prefill, min(alone))
-            say(f"a prompt sent while another decodes: {len(mixing)} of {INTERFERENCE_REPEATS} measured")
+            # right after the short prompts, before the long ones can spend the budget (--quick's 50 s ran out
+            # before it when this came last)
+            alone = [p.step_s for p in decode if p.batch == 1]
+            if not long and peak > 1 and alone and prefill and time.monotonic() < deadline:
+                mixing = await measure_interference(probe, plan, prefill, min(alone))
+                say(f"a prompt sent while another decodes: {len(mixing)} of {INTERFERENCE_REPEATS} measured")
         if time.monotonic() < deadline:
             rid = ids.request_id(ids.PREFILL, 10**6)
             first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
