@@ -74,8 +74,9 @@ def run(url: str, rate: float, n: int, tokens: int, out: Path, progress: bool = 
     """`infermeter run` in-process (this process is pinned to CPU 0, the loop on this thread), as the command line
     builds it."""
     from infermeter.cli.app import run_async
+    from infermeter.conduct.run import conduct
     from infermeter.config.run import RunConfig
-    from infermeter.load.run import benchmark
+    from infermeter.load.target import Endpoint
 
     cfg = RunConfig.model_validate({
         "target": {"url": url},
@@ -83,7 +84,7 @@ def run(url: str, rate: float, n: int, tokens: int, out: Path, progress: bool = 
         "load": {"requests": n, "rate": rate, "arrival": "constant", "warmup": 0, "realtime": realtime},
         "monitors": {"scrape_interval": 0},
     }).resolved()  # fmt: skip
-    result = run_async(benchmark(cfg.options(out, progress=progress)))
+    result = run_async(conduct(cfg, Endpoint(url, {}, url), out, progress))
     if result.stopped:
         raise SystemExit(f"the run stopped: {result.stopped}")
 

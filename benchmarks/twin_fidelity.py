@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from infermeter.conduct.run import RunResult, conduct
 from infermeter.config.run import RunConfig
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.emulator.process import emulator_process
 from infermeter.engine.config import EngineConfig
-from infermeter.load.options import RunResult
-from infermeter.load.run import benchmark
+from infermeter.load.target import Endpoint
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.summary_model import Summary
 from infermeter.records import RECORDS, read_run_info
@@ -112,9 +112,7 @@ def emulated(cfg: EngineConfig, workload: str, n: int, rate: float, run_dir: Pat
         "emulator": emu.model_dump(),
     }).resolved()  # fmt: skip
     with emulator_process(emu, pin_cpus=True) as proc:
-        opts = run.options(run_dir, progress=False)
-        opts.url, opts.sut, opts.metrics_url = proc.url, sut_declaration(emu), proc.url
-        result = run_async(benchmark(opts))
+        result = run_async(conduct(run, Endpoint(proc.url, sut_declaration(emu), proc.url), run_dir, False))
     if result.stopped is not None:
         raise SystemExit(f"the emulator run stopped early: {result.stopped}")
     return client_summary(run_dir)

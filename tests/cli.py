@@ -46,7 +46,7 @@ def suite_result(name: str, out: PathLike[str], *args: str) -> Any:
     """`infermeter test NAME --quick` run in-process into `out`; its suite.json as a SuiteResult."""
     from pathlib import Path
 
-    from infermeter.suites.framework import SuiteResult
+    from infermeter.suite_result import SuiteResult
 
     code = exit_code(["test", name, "--quick", "--out", str(out), "--no-progress", *args])
     assert code == 0, f"infermeter test {name} exited {code}"

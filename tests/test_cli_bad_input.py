@@ -525,7 +525,7 @@ ALONGSIDE: dict[str, dict[str, str | None]] = {
 MEASURING = (
     "infermeter.emulator.serving.serve",
     "infermeter.emulator.process.running_emulator",
-    "infermeter.load.run.benchmark",
+    "infermeter.conduct.run.conduct",
     "infermeter.sim.simulate",
     "infermeter.sim.experiments.run_experiments",
     "infermeter.suites.capacity.search",

@@ -23,11 +23,20 @@ FORBIDDEN = [
     ("infermeter.emulator", "infermeter.workload", "a server does not know the workload it will be sent"),
     ("infermeter.workload", "infermeter.load", "workloads are data"),
     ("infermeter.client", "infermeter.load", "a backend sends one request"),
+    ("infermeter.load", "infermeter.distributed", "the conductor above both picks the sender"),
+    ("infermeter.report", "infermeter.suites", "reports render contracts from the contract floor"),
+    ("infermeter.config", "infermeter.suites", "configuration knows no procedures"),
 ]
 # the contracts' leaves: modules every writer and reader imports, so they import (almost) nothing of the package
+RECORD_PARTS = tuple(f"infermeter.records.{part}" for part in ("schema", "reader", "writer", "clock"))
 LEAVES = {
-    "infermeter.records": {"infermeter", "infermeter.errors", "infermeter.secrets", "infermeter.run_info"},
+    **{  # the records package: its parts import one another and nothing else of the package but these
+        part: {"infermeter", "infermeter.errors", "infermeter.secrets", "infermeter.run_info", *RECORD_PARTS}
+        for part in ("infermeter.records", *RECORD_PARTS)
+    },
     "infermeter.run_info": {"infermeter", "infermeter.errors"},  # the version, errors
+    "infermeter.suite_result": {"infermeter.chart"},  # suite.json keeps its charts as data
+    "infermeter.chart": set(),
 }
 
 

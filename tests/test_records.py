@@ -23,7 +23,6 @@ from infermeter.records import (
     RequestRecord,
     RunInfo,
     RunWriter,
-    _read_journal,
     read_records,
     read_run_info,
     records_to_table,
@@ -31,6 +30,7 @@ from infermeter.records import (
     write_records,
     write_run_info,
 )
+from infermeter.records.reader import read_journal
 from infermeter.run_info import (
     RUN_SCHEMA,
     Arrivals,
@@ -238,7 +238,7 @@ def test_a_writer_told_of_sends_flushes_right_after_a_send(tmp_path):
 
     def journaled() -> int:
         w._sink.flush()
-        return _read_journal(run / JOURNAL).num_rows
+        return read_journal(run / JOURNAL).num_rows
 
     run = tmp_path / "run"
     w = RunWriter(run, RunInfo(kind="test"), flush_every=4, flush_interval_s=3600)
@@ -268,7 +268,7 @@ def test_a_flush_after_a_send_journals_at_most_flush_every_records(tmp_path):
     for k in range(3):
         w.sent(k + 1, 0.0, 1, 1)
         w._sink.flush()
-        journal.append(_read_journal(run / JOURNAL).column("request_id").to_pylist())
+        journal.append(read_journal(run / JOURNAL).column("request_id").to_pylist())
     assert journal == [[0, 1, 2, 3], list(range(8)), list(range(8))]  # 2 left: fewer than a flush's worth
     assert w.close().column("request_id").to_pylist() == list(range(10))
 

@@ -178,7 +178,7 @@ def _resolve(due: asyncio.Future[None]) -> None:
 
 def _timerfd() -> tuple[int, Callable[[int, int], None]]:
     """A non-blocking CLOCK_MONOTONIC timerfd and a function arming it at an absolute instant in ns."""
-    if hasattr(os, "timerfd_create"):  # Python 3.13+
+    if sys.version_info >= (3, 13) and hasattr(os, "timerfd_create"):  # Python 3.13+ on Linux
         fd = os.timerfd_create(_CLOCK_MONOTONIC, flags=_TFD_NONBLOCK | _TFD_CLOEXEC)
 
         def settime(fd: int, at_ns: int) -> None:

@@ -16,14 +16,14 @@ import sys
 import time
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infermeter import __version__
 from infermeter.errors import UserError
 
-RUN_SCHEMA = "infermeter.run/2"
+RUN_SCHEMA: Final = "infermeter.run/2"
 RUN_SCHEMA_V1 = "infermeter.run/1"
 
 

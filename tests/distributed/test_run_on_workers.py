@@ -26,9 +26,9 @@ from infermeter.emulator import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.emulator.process import emulator_process
 from infermeter.errors import ExitCode
-from infermeter.load.run import benchmark
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.records import LEDGER, RECORDS, read_run_info
+from tests.load.runs import measured as run_measured
 from tests.timing import Noise, measured
 
 pytest.importorskip("distributed")
@@ -46,9 +46,7 @@ def run(
         "scale": {"workers": workers},
         "emulator": EMU.model_dump(),
     }).resolved()  # fmt: skip
-    opts = cfg.options(out, progress=False)
-    opts.url, opts.sut, opts.metrics_url = url, sut_declaration(EMU), url
-    result = uvloop.run(benchmark(opts))
+    result = uvloop.run(run_measured(cfg, out, url, sut_declaration(EMU)))
     assert result.stopped is None, (result.stopped, read_run_info(out).notes)
     return RecordColumns.of_run(out, read_run_info(out))
 

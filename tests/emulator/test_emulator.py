@@ -193,6 +193,7 @@ def test_a_streams_last_events_and_its_end_leave_in_one_write(monkeypatch):
 
     from aiohttp import web
 
+    from infermeter.emulator.routes import application
     from infermeter.emulator.server import Emulator
 
     writes: list[bytes] = []
@@ -218,7 +219,7 @@ def test_a_streams_last_events_and_its_end_leave_in_one_write(monkeypatch):
     monkeypatch.setattr(transport_cls, "writelines", record_lines)
 
     async def go():
-        runner = web.AppRunner(Emulator(EmulatorConfig(speed=10)).app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(application(Emulator(EmulatorConfig(speed=10))), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

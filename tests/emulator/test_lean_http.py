@@ -15,6 +15,7 @@ from aiohttp import web
 
 from infermeter.emulator import EmulatorConfig
 from infermeter.emulator.lean_http import Fronts, start_lean
+from infermeter.emulator.routes import application
 from infermeter.emulator.server import Emulator
 
 CONFIG = EmulatorConfig(speed=20)
@@ -28,7 +29,7 @@ class Served:
         self.handlers = 0  # aiohttp protocols made: connections (or requests) aiohttp was given
 
     async def __aenter__(self) -> Served:
-        self.runner = web.AppRunner(self.emulator.app(), access_log=None, handle_signals=False)
+        self.runner = web.AppRunner(application(self.emulator), access_log=None, handle_signals=False)
         await self.runner.setup()
         server = self.runner.server
         assert server is not None

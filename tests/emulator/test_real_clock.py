@@ -18,6 +18,7 @@ import uvloop
 
 from infermeter import alarm
 from infermeter.client import ClientConfig, OpenAIClient
+from infermeter.conduct.run import conduct
 from infermeter.config.run import RunConfig
 from infermeter.emulator import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
@@ -25,7 +26,7 @@ from infermeter.emulator.engine_loop import RealClockEngine
 from infermeter.emulator.process import emulator_process
 from infermeter.engine.config import EngineConfig
 from infermeter.load import LoadPattern, drive
-from infermeter.load.run import benchmark
+from infermeter.load.target import Endpoint
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.records import RECORDS, RunClock, read_run_info
 from infermeter.sim import simulate, write_sim_run
@@ -194,9 +195,7 @@ def run_against(url: str, emu: EmulatorConfig, workload: str, n: int, rate: floa
         "monitors": {"scrape_interval": 0, "telemetry_interval": 0},
         "emulator": emu.model_dump(),
     }).resolved()  # fmt: skip
-    opts = cfg.options(out, progress=False)
-    opts.url, opts.sut, opts.metrics_url = url, sut_declaration(emu), url
-    result = uvloop.run(benchmark(opts))
+    result = uvloop.run(conduct(cfg, Endpoint(url, sut_declaration(emu), url), out, False))
     assert result.stopped is None, result.stopped
     return RecordColumns.of_run(out, read_run_info(out))
 

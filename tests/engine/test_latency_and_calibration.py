@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from infermeter.engine.calibration import fit_batch_model, fit_grid_file
 from infermeter.engine.core import EngineCore
+from infermeter.engine.grid_fit import fit_batch_model, fit_grid_file
 from infermeter.engine.iteration import ChunkedPrefill, ContinuousBatching
 from infermeter.engine.latency import BatchModel, IterationModel, attention_pairs
 from infermeter.engine.request import EngineRequest

@@ -4,20 +4,11 @@ and the engine fitted back from measurements a known model produced."""
 import numpy as np
 import pytest
 
-from infermeter.engine.calibration import (
-    DecodePoint,
-    Interference,
-    PrefillPoint,
-    ProbeData,
-    chunks,
-    decode_points,
-    interference,
-    mixes_prefill,
-    streaming_peak,
-    trimmed_mean,
-)
 from infermeter.engine.latency import IterationModel, attention_pairs
+from infermeter.engine.prefill_fit import chunks
+from infermeter.engine.probe_data import DecodePoint, Interference, PrefillPoint, ProbeData
 from infermeter.engine.probe_fit import fit_engine
+from infermeter.engine.probe_points import decode_points, interference, mixes_prefill, streaming_peak, trimmed_mean
 
 TRUE = IterationModel(fixed=0.010, per_prefill_token=80e-6, per_decode_seq=0.2e-3, per_context_token=0.2e-6)
 
@@ -149,7 +140,8 @@ def test_fit_engine_serving_one_at_a_time():
 
 
 def test_turnarounds_and_the_per_request_cost_of_a_one_at_a_time_server():
-    from infermeter.engine.calibration import Turnaround, turnarounds
+    from infermeter.engine.probe_data import Turnaround
+    from infermeter.engine.probe_points import turnarounds
 
     a, b = np.asarray([0.0, 0.1, 0.2]), np.asarray([0.45, 0.5])
     (turn,) = turnarounds([b, a], [10, 20])  # b (10 tokens) came after a: its prefill is in the turnaround
@@ -170,7 +162,7 @@ def test_turnarounds_and_the_per_request_cost_of_a_one_at_a_time_server():
 def test_per_request_cost_is_read_after_the_shortest_prompts():
     """A turnaround before a long prompt carries that prompt's whole predicted prefill, and a host whose speed drifted
     by 10% moves it by 10% of that prefill: only those before the shortest prompts (up to twice its length) count."""
-    from infermeter.engine.calibration import Turnaround
+    from infermeter.engine.probe_data import Turnaround
 
     data = probe(TRUE, 0.001, None, 1)
 
@@ -294,7 +286,7 @@ def test_a_gap_overlapping_another_requests_prefill_is_left_out_when_sending_tim
 
 
 def test_prefill_starts_at_the_finish_that_freed_a_slot():
-    from infermeter.engine.calibration import prefill_starts
+    from infermeter.engine.probe_points import prefill_starts
 
     firsts = np.array([0.1, 0.2, 1.5])
     lasts = np.array([1.0, 1.2, 2.0])

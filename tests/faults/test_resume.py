@@ -63,7 +63,7 @@ PROBE_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from infermeter.records import RequestRecord, RunInfo, RunWriter
     from infermeter.suites.capacity import search
-    from infermeter.suites.slo import parse_capacity_slo
+    from infermeter.metrics.slo import parse_capacity_slo
 
     def probe(rate, run_dir):
         # a server whose TTFT is 20 ms below 7.3 req/s and 2 s above; records trickle in as in a real run
@@ -119,7 +119,7 @@ def test_only_a_probe_that_ran_to_its_end_is_reused(tmp_path, stopped, reusable)
 def test_a_suite_killed_mid_run_resumes_with_its_finished_runs_and_the_same_tables(tmp_path):
     """`infermeter test grid` killed while its third run writes records: the restart reuses the two finished runs,
     measures the third again, and a further start reuses all three and prints the same tables."""
-    from infermeter.suites.framework import SuiteResult
+    from infermeter.suite_result import SuiteResult
 
     out = tmp_path / "grid"
     cmd = [sys.executable, "-m", "infermeter", "test", "grid", "--pp", "64", "--tg", "16", "--concurrency", "1,2,4"]

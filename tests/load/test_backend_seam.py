@@ -7,11 +7,9 @@ import pytest
 from infermeter.client.backend import BACKENDS, open_backend
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.errors import UserError
-from infermeter.load.options import RunOptions
-from infermeter.load.run import benchmark
 from infermeter.records import RequestRecord, RunClock, read_records, read_run_info
 from infermeter.run_info import Client
-from infermeter.workload.arrivals import ArrivalSpec
+from tests.load.runs import configured, measured
 
 TTFT_S, ITL_S = 0.004, 0.002
 
@@ -57,21 +55,16 @@ class ScriptedBackend:
 
 def test_a_run_goes_through_any_registered_backend(tmp_path, monkeypatch):
     monkeypatch.setitem(BACKENDS, "scripted", f"{__name__}:ScriptedBackend")
-    opts = RunOptions(
-        url="http://127.0.0.1:9",  # nothing listens: only the backend is ever asked
-        out=tmp_path / "run",
-        model="scripted",
-        backend="scripted",
-        input_tokens=8,
-        output_tokens=6,
-        requests=40,
-        arrivals=ArrivalSpec(kind="poisson", rate=200.0),
-        warmup=None,
-        progress=False,
-        scrape_interval=0,
-        telemetry_interval=0,
+    url = "http://127.0.0.1:9"  # nothing listens: only the backend is ever asked
+    cfg = configured(
+        url,
+        target={"model": "scripted"},
+        workload={"input_tokens": 8, "output_tokens": 6},
+        load={"requests": 40, "rate": 200.0, "warmup": 0},
     )
-    result = asyncio.run(benchmark(opts))
+    # a backend registered after the options' checks were made: set on the checked configuration
+    cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"backend": "scripted"})})
+    result = asyncio.run(measured(cfg, tmp_path / "run", url))
     records = read_records(result.run_dir)
     assert len(records) == 40 and set(records.column("status").to_pylist()) == {"ok"}
     assert read_run_info(result.run_dir).client.backend == "scripted"

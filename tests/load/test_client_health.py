@@ -18,13 +18,13 @@ import uvloop
 from infermeter.config.run import RunConfig
 from infermeter.load import client_health
 from infermeter.load.client_health import HealthProbe
-from infermeter.load.run import benchmark
 from infermeter.records import RunWriter, read_run_info
 from infermeter.report.console import full_report, minimum_report
 from infermeter.run_info import CLIENT_BOUND, ClientHealth
 from infermeter.suites.disclosures import common_requirements
 from infermeter.suites.framework import verdict
 from tests.cli import report_json
+from tests.load.runs import measured
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def run(url: str, rate: float, n: int, out: Path):
         "load": {"requests": n, "rate": rate, "arrival": "constant", "warmup": 0},
         "monitors": {"scrape_interval": 0, "telemetry_interval": 0},
     }).resolved()  # fmt: skip
-    result = uvloop.run(benchmark(cfg.options(out, progress=False)))
+    result = uvloop.run(measured(cfg, out, url))
     assert result.stopped is None
     return result
 

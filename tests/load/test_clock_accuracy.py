@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from infermeter.client.openai_sse import ClientConfig
 from infermeter.load import clock_accuracy as ca
 from infermeter.load.disclosure import SINGLE_MACHINE
-from infermeter.load.options import RunOptions
+from infermeter.load.target import Endpoint, RunTarget
 from infermeter.suites.disclosures import agreement_verdict, ntp_verdict
 from tests.loopback import serving
 
@@ -273,8 +274,9 @@ def test_a_grpc_target_is_probed_at_its_metrics_url_or_says_it_has_no_http(
 
     async def measure() -> tuple[ca.ClockAccuracy, ca.ClockAccuracy]:
         async with shifted_server(0.0) as url:
-            given = RunOptions(url="10.0.0.2:8001", out=Path("unused"), backend="grpc", metrics_url=url)
-            bare = RunOptions(url="10.0.0.2:8001", out=Path("unused"), backend="grpc")
+            grpc = "10.0.0.2:8001"
+            given = RunTarget("grpc", ClientConfig(grpc), Endpoint(grpc, {}, url))
+            bare = RunTarget("grpc", ClientConfig(grpc), Endpoint(grpc, {}, None))
             return await ca.measure_clock(given, {}), await ca.measure_clock(bare, {})
 
     given, bare = asyncio.run(measure())
@@ -297,9 +299,9 @@ def test_the_measurements_run_together_in_3_s_and_once_per_url(bin_dir: Path, mo
 
     async def both() -> tuple[float, ca.ClockAccuracy, ca.ClockAccuracy, float]:
         async with shifted_server(0.0, "uvicorn", delay_s=0.45) as url:  # uvicorn: two probes, no fine pass
-            opts = RunOptions(url=url, out=Path("unused"))
+            opts = RunTarget("openai", ClientConfig(url), Endpoint(url, {}, url))
             started = time.monotonic()
-            first, _ = await asyncio.gather(ca.measure_clock(opts, {}), disclose_software(Sut(), opts, {}))
+            first, _ = await asyncio.gather(ca.measure_clock(opts, {}), disclose_software(Sut(), opts, {}, {}))
             took = time.monotonic() - started
             again_started = time.monotonic()
             again = await ca.measure_clock(opts, {})
@@ -315,14 +317,14 @@ def test_the_measurements_run_together_in_3_s_and_once_per_url(bin_dir: Path, mo
 def test_a_run_measures_the_clock_and_asks_the_software_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """load/run.py starts both before either ends (a mutant awaiting one after the other fails)."""
+    """conduct/run.py starts both before either ends (a mutant awaiting one after the other fails)."""
+    from infermeter.conduct import run as run_module
     from infermeter.emulator import EmulatorConfig, running_emulator
-    from infermeter.load import run as run_module
-    from infermeter.workload.build import arrival_spec
+    from tests.load.runs import configured, measured
 
     events: list[str] = []
 
-    async def clock(opts: RunOptions, headers: dict[str, str]) -> ca.ClockAccuracy:
+    async def clock(target: RunTarget, headers: dict[str, str]) -> ca.ClockAccuracy:
         events.append("clock started")
         await asyncio.sleep(0.2)
         events.append("clock ended")
@@ -336,15 +338,6 @@ def test_a_run_measures_the_clock_and_asks_the_software_at_once(
     monkeypatch.setattr(run_module, "measure_clock", clock)
     monkeypatch.setattr(run_module, "disclose_software", software)
     with running_emulator(EmulatorConfig(speed=8)) as url:
-        opts = RunOptions(
-            url=url,
-            out=tmp_path / "r",
-            requests=2,
-            arrivals=arrival_spec("poisson", 20),
-            warmup=0,
-            progress=False,
-            scrape_interval=0,
-            telemetry_interval=0,
-        )
-        asyncio.run(run_module.benchmark(opts))
+        cfg = configured(url, load={"requests": 2, "rate": 20, "warmup": 0})
+        asyncio.run(measured(cfg, tmp_path / "r", url))
     assert sorted(events[:2]) == ["clock started", "software started"], events

@@ -14,9 +14,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from infermeter.client.openai_sse import ClientConfig
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load import server_software
-from infermeter.load.options import RunOptions
 from infermeter.load.server_software import (
     DECLARED,
     MAX_ANSWER_BYTES,
@@ -24,6 +24,7 @@ from infermeter.load.server_software import (
     server_versions,
     software_line,
 )
+from infermeter.load.target import Endpoint, RunTarget
 from infermeter.records import read_run_info
 from infermeter.run_info import Sut
 from tests.cli import infermeter
@@ -156,8 +157,8 @@ def test_declared_and_reported_software_fill_the_sut() -> None:
     async def run() -> Sut:
         async with answering(VLLM) as url:
             sut = Sut()
-            opts = RunOptions(url=url, out=Path("unused"), software={"vllm": "0.11.0", "cuda": "12.8"})
-            await disclose_software(sut, opts, {})
+            target = RunTarget("openai", ClientConfig(url), Endpoint(url, {}, url))
+            await disclose_software(sut, target, {"vllm": "0.11.0", "cuda": "12.8"}, {})
             return sut
 
     sut = asyncio.run(run())
@@ -208,7 +209,7 @@ def test_a_scenario_declares_software_as_a_list_or_a_mapping(given: Any) -> None
 
     doc = {"target": {"url": "http://127.0.0.1:9"}, "load": {"rate": 1}, "disclosures": {"software": given}}
     cfg = RunConfig.model_validate(doc)
-    assert cfg.options(Path("r"), progress=False).software == {"vllm": "0.11.0", "cuda": "12.8"}
+    assert cfg.disclosures.software_versions() == {"vllm": "0.11.0", "cuda": "12.8"}
     assert "software" not in cfg.disclosures.declared()  # kept apart from the one-line declarations
     with pytest.raises(ValidationError, match="--software"):  # the embedded emulator declares its own
         RunConfig.model_validate({**doc, "target": {}})
@@ -231,9 +232,7 @@ def test_a_scenario_version_yaml_reads_as_a_number_is_refused(tmp_path: Path) ->
     from infermeter.config.run import RunConfig
     from infermeter.config.scenario import read_scenario
 
-    assert RunConfig.model_validate(read_scenario(quoted)).options(Path("r"), progress=False).software == {
-        "torch": "2.10"
-    }
+    assert RunConfig.model_validate(read_scenario(quoted)).disclosures.software_versions() == {"torch": "2.10"}
 
 
 def test_the_emulators_declaration_holds_typed_versions() -> None:

@@ -9,14 +9,13 @@ import pytest
 from infermeter.client.openai_sse import ClientConfig
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load.counting import choose_counting, curve_mismatch
-from infermeter.load.options import RunOptions
-from infermeter.load.run import benchmark
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.prefill_curve import PrefillCurve
 from infermeter.records import read_records, read_run_info
 from infermeter.report.console import minimum_report
 from infermeter.suites.prefill import profile_prefill
 from infermeter.workload.prompts import ExactPrompter
+from tests.load.runs import configured, measured
 from tests.prompts import cl100k
 
 # a server whose tokenizer counts whitespace-separated words, with a chat template of its own
@@ -62,23 +61,14 @@ def test_option_b_run_keeps_both_counts_and_its_metrics_use_the_reference(word_s
     curve = tmp_path / "curve.json"
     PrefillCurve(0.5, 0.0, 0.0, 1.0, counting_method="B", tokenizer="cl100k_base").save(curve)
     out = tmp_path / "run"
-    opts = RunOptions(
-        url=word_server,
-        out=out,
-        api="chat",
-        model="infermeter-emulator",
-        input_tokens=60,
-        output_tokens=5,
-        requests=6,
-        concurrency=2,
-        warmup=0,
-        tokenizer="cl100k_base",
-        deadlines=f"ttft=@{curve},tbt=1s",
-        progress=False,
-        scrape_interval=0,
-        telemetry_interval=0,
+    cfg = configured(
+        word_server,
+        target={"api": "chat", "model": "infermeter-emulator"},
+        workload={"input_tokens": 60, "output_tokens": 5, "tokenizer": "cl100k_base"},
+        load={"requests": 6, "concurrency": 2, "warmup": 0},
+        objectives={"deadlines": f"ttft=@{curve},tbt=1s"},
     )
-    result = asyncio.run(benchmark(opts))
+    result = asyncio.run(measured(cfg, out, word_server))
     info = read_run_info(out)
     block = info.tokenizer
     assert (block.name, block.counting_method, block.server_declares) == (

@@ -10,31 +10,23 @@ from typing import Any
 
 import pytest
 
+from infermeter.config.sections import Workload
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load.counting import choose_counting
 from infermeter.load.driver import LiveStats, LoadPattern
-from infermeter.load.options import RunOptions
-from infermeter.load.run import benchmark
+from infermeter.load.plan import WarmupPlan, WorkloadSource
 from infermeter.records import read_run_info
 from infermeter.suites.disclosures import common_requirements
-from infermeter.workload.build import arrival_spec
 from infermeter.workload.prompts import ExactPrompter
 from tests.evidence import info
+from tests.load.runs import configured, measured
 
 
 def _run(url: str, out: Path, warmup: int) -> None:
-    opts = RunOptions(
-        url=url,
-        out=out,
-        workload="synthetic-uniform",
-        requests=5,
-        arrivals=arrival_spec("poisson", 20),
-        warmup=warmup,
-        progress=False,
-        scrape_interval=0,
-        telemetry_interval=0,
+    cfg = configured(
+        url, workload={"workload": "synthetic-uniform"}, load={"requests": 5, "rate": 20, "warmup": warmup}
     )
-    asyncio.run(benchmark(opts))
+    asyncio.run(measured(cfg, out, url))
 
 
 def test_a_short_warm_up_fails_4_5_1_and_a_cold_start_is_judged_by_4_5_3(tmp_path: Path) -> None:
@@ -79,10 +71,10 @@ def test_the_warm_up_counts_the_requests_it_left_in_flight(monkeypatch: pytest.M
 
     monkeypatch.setattr(warmup, "drive", leaves_two)
     monkeypatch.setattr(warmup, "probe", probe)
-    opts = RunOptions(url="http://127.0.0.1:9", out=Path("unused"), requests=5, warmup=110)
+    plan = WarmupPlan(110, WorkloadSource.read(Workload()), seed=42)
     prompter = ExactPrompter(choose_counting(None).tokenizer)
     pattern = LoadPattern(concurrency=4)
-    got = asyncio.run(warmup.warm_up(None, opts, pattern, LiveStats(), prompter))  # type: ignore[arg-type]
+    got = asyncio.run(warmup.warm_up(None, plan, pattern, LiveStats(), prompter))  # type: ignore[arg-type]
     assert got.done and got.requests == 109 and got.in_flight_after == 2 and got.queue_drained is False
     judged = {r.section: r for r in common_requirements([info(warmup=got)], quick=False)}
     assert judged["4.5.1"].met is False and "2 of its requests were still in flight" in judged["4.5.1"].reason

@@ -90,8 +90,8 @@ def _suite(
     """A finished suite in `root`: a run per (key, level, rate), each 20 requests at that rate, its figures and the
     headline figures it names for a comparison (with units)."""
     from infermeter.records import write_records
+    from infermeter.suite_result import Analysis, RunRef, SuiteResult
     from infermeter.suites.execute import save
-    from infermeter.suites.framework import Analysis, RunRef, SuiteResult
     from tests.evidence import info, stream
 
     refs = []
@@ -212,7 +212,7 @@ def test_repeat_runs_the_whole_suite_into_repeat_directories(
     """--repeat 3 claims OUT/repeat-1..3 as suites (a stand-in procedure finds 10, 12 and 14) and ends with the mean
     and 95% CI over them: 12 -/+ t(0.975, 2) x 2 / sqrt(3) = 4.968; `compare` then takes OUT as one system."""
     import infermeter.suites.execute as execute
-    from infermeter.suites.framework import Analysis, SuiteResult
+    from infermeter.suite_result import Analysis, SuiteResult
     from tests.cli import exit_code
 
     found = iter([10.0, 12.0, 14.0])

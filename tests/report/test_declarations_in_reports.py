@@ -15,7 +15,7 @@ from infermeter.report.markdown import render_markdown
 from infermeter.report.run_charts import itl_chart
 from infermeter.report.suite import suite_report
 from infermeter.run_info import RunInfo, Warmup
-from infermeter.suites.framework import Analysis, SuiteResult
+from infermeter.suite_result import Analysis, SuiteResult
 from infermeter.suites.lab import Run
 from tests.evidence import fake_run, info, stream
 

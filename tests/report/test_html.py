@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from infermeter.chart import Chart, Trace
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.records import RequestRecord, RunInfo
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.document import Document, Section
 from infermeter.report.documents import run_document
 from infermeter.report.html import render_html
 from infermeter.report.markdown import render_markdown
-from infermeter.suites.framework import Table
+from infermeter.suite_result import Table
 
 
 def _doc() -> Document:

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infermeter.chart import Chart, Mark, Trace
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.metrics.fluidity import parse_deadlines
-from infermeter.report.chart import Chart, Mark, Trace, plotly_figure
+from infermeter.report.chart import plotly_figure
 from infermeter.report.run_charts import (
     CDF_POINTS,
     cdf_trace,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from infermeter.report.suite import requests_per_run
-from infermeter.suites.framework import Analysis, RunRef, SuiteResult
+from infermeter.suite_result import Analysis, RunRef, SuiteResult
 from tests.evidence import info
 
 

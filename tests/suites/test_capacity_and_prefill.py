@@ -10,14 +10,13 @@ from infermeter.client.openai_sse import ClientConfig
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
-from infermeter.load.options import RunOptions
-from infermeter.load.run import benchmark
+from infermeter.metrics.slo import parse_capacity_slo
 from infermeter.records import RequestRecord, RunInfo, read_records, read_run_info, write_records
 from infermeter.suites.capacity import evaluate, search
 from infermeter.suites.prefill import profile_prefill
-from infermeter.suites.slo import parse_capacity_slo
-from infermeter.workload.build import arrival_spec
 from tests.cli import infermeter
+from tests.load.runs import configured
+from tests.load.runs import measured as measured_run
 from tests.timing import measured
 
 
@@ -118,18 +117,14 @@ def test_capacity_against_the_emulator_matches_a_manual_sweep(tmp_path):
             with running_emulator(EMU) as url:
                 for factor in (0.9, 1.15):
                     run_dir = tmp_path / f"manual-{k}-{factor}"
-                    opts = RunOptions(
-                        url=url,
-                        out=run_dir,
-                        model="infermeter-emulator",
-                        input_tokens=32,
-                        output_tokens=32,
-                        requests=150,
-                        arrivals=arrival_spec("constant", cap * factor),
-                        warmup=10,
-                        progress=False,
+                    probe = configured(
+                        url,
+                        target={"model": "infermeter-emulator"},
+                        workload={"input_tokens": 32, "output_tokens": 32},
+                        load={"requests": 150, "rate": cap * factor, "arrival": "constant", "warmup": 10},
+                        monitors={},
                     )
-                    asyncio.run(benchmark(opts))
+                    asyncio.run(measured_run(probe, run_dir, url))
                     manual[factor] = evaluate(run_dir, slo, 0.99)
         return p.stdout, result, manual
 

@@ -13,8 +13,9 @@ import pytest
 from infermeter.load import clock_accuracy as ca
 from infermeter.load.disclosure import SINGLE_MACHINE
 from infermeter.run_info import RunInfo, Warmup
+from infermeter.suite_result import Requirement
 from infermeter.suites.disclosures import agreement_verdict, common_requirements, ntp_verdict
-from infermeter.suites.framework import Requirement, verdict
+from infermeter.suites.framework import verdict
 from tests.evidence import info
 
 SPECIAL = {

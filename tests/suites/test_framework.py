@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from infermeter.errors import UserError
+from infermeter.suite_result import Requirement, SuiteResult
 from infermeter.suites.execute import claim_suite_dir
-from infermeter.suites.framework import Requirement, SuiteResult, verdict
+from infermeter.suites.framework import verdict
 from infermeter.suites.search import bisect
 from tests.cli import exit_code
 

@@ -14,7 +14,7 @@ import pytest
 
 from infermeter.metrics.summary_model import CounterDelta, Gauge, ServerMetrics
 from infermeter.records import RequestRecord
-from infermeter.suites.framework import Analysis, Requirement
+from infermeter.suite_result import Analysis, Requirement
 from infermeter.suites.lab import Run
 from infermeter.suites.levels import measure
 from infermeter.suites.probe import Capacity

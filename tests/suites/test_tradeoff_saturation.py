@@ -10,7 +10,7 @@ import pytest
 
 from infermeter.metrics.curves import saturation_point
 from infermeter.metrics.steady_state import output_flow
-from infermeter.suites.framework import Analysis
+from infermeter.suite_result import Analysis
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.registry import get_suite
 from infermeter.suites.tradeoff import SATURATION_TOLERANCE, spans_to_saturation

@@ -97,25 +97,17 @@ vllm:time_to_first_token_seconds_bucket{{le="0.1",model_name="m"}} 3
 
 def test_a_run_against_the_emulator_stores_and_summarizes_metrics(tmp_path):
     from infermeter.emulator import EmulatorConfig, running_emulator
-    from infermeter.load.options import RunOptions
-    from infermeter.load.run import benchmark
     from infermeter.records import read_run_info
-    from infermeter.workload.build import arrival_spec
+    from tests.load.runs import configured, measured
 
     with running_emulator(EmulatorConfig(speed=2)) as url:
-        opts = RunOptions(
-            url=url,
-            out=tmp_path / "r",
-            workload="code-completion",
-            requests=60,
-            arrivals=arrival_spec("poisson", 20),
-            warmup=0,
-            progress=False,
-            scrape_interval=0.2,
-            telemetry_interval=0.2,
-            gpus=2,
+        cfg = configured(
+            url,
+            workload={"workload": "code-completion"},
+            load={"requests": 60, "rate": 20, "warmup": 0},
+            monitors={"scrape_interval": 0.2, "telemetry_interval": 0.2, "gpus": 2},
         )
-        summary = asyncio.run(benchmark(opts)).summary
+        summary = asyncio.run(measured(cfg, tmp_path / "r", url)).summary
     assert (tmp_path / "r" / "server_metrics.parquet").is_file() and (tmp_path / "r" / "telemetry.parquet").is_file()
     m = summary.server_metrics
     assert m is not None and m.running is not None and m.kv_usage is not None
@@ -150,17 +142,16 @@ class _FakeSampler:
         return {"gpu": "NVML: 4 GPUs", "cpu": "psutil"}
 
 
-def _stopped(tmp_path, **given):
+def _stopped(tmp_path, emulated=False, **given):
+    from infermeter.config.sections import Monitors
     from infermeter.load.monitors import stop_monitors
-    from infermeter.load.options import RunOptions
     from infermeter.metrics import RecordColumns
     from infermeter.records import RunInfo
     from tests.evidence import info, stream
 
-    opts = RunOptions(url="http://10.0.0.2:8000", out=tmp_path, **given)
     cols = RecordColumns.from_records(stream(50, rate=10.0, output=20), "B")
     run_info: RunInfo = info()
-    _, energy = asyncio.run(stop_monitors(opts, None, _FakeSampler(), cols, run_info))
+    _, energy = asyncio.run(stop_monitors(Monitors(**given), emulated, tmp_path, None, _FakeSampler(), cols, run_info))
     return energy
 
 
@@ -173,5 +164,5 @@ def test_tokens_per_gpu_second_come_from_the_declared_gpus_not_the_load_generato
     assert any("give --gpus" in n and "4 GPU(s)" in n for n in e.notes)
     declared = _stopped(tmp_path, gpus=2)
     assert declared.gpus == 2 and declared.output_tok_per_gpu_s is not None
-    emulated = _stopped(tmp_path, sut={"emulated": True})  # the embedded emulator models one GPU
+    emulated = _stopped(tmp_path, emulated=True)  # the embedded emulator models one GPU
     assert emulated.gpus == 1 and emulated.output_tok_per_gpu_s is not None

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 import typer.main
@@ -16,6 +16,13 @@ from rich.console import Console
 from infermeter import secrets
 from infermeter.cli.lazy import LazyGroup
 from infermeter.errors import ExitCode, Stopped, UserError
+
+if TYPE_CHECKING:
+    from infermeter.client.openai_sse import Api, ClientConfig
+    from infermeter.conduct.run import RunResult
+    from infermeter.emulator.config import EmulatorConfig
+
+T = TypeVar("T")
 
 app = typer.Typer(
     cls=LazyGroup,  # a command's module loads when the command runs (cli.lazy)
@@ -37,7 +44,7 @@ def command_group() -> LazyGroup:
 err = Console(stderr=True)
 
 
-def run_async(coro):  # type: ignore[no-untyped-def]
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine on uvloop when available (3-5x the SSE events/s of the default loop)."""
     try:
         import uvloop
@@ -83,7 +90,7 @@ def api_key(env: str) -> None:
     secrets.register(key)
 
 
-def finish_run(result) -> None:  # type: ignore[no-untyped-def]
+def finish_run(result: RunResult) -> None:
     """Exit with the code that says how the run ended (README, "Exit codes")."""
     from infermeter.load.stopping import WORKER_LOST
 
@@ -140,15 +147,20 @@ def trace_length(trace: Path) -> int:
 
 
 @contextlib.contextmanager
-def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[no-untyped-def]
+def target(
+    url: str | None, emu: EmulatorConfig | None, backend: str = "openai"
+) -> Iterator[tuple[str, dict[str, Any], str]]:
     """Yield (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded emulator
-    started for the block (with its gRPC front end as the target for --backend grpc)."""
+    started for the block (with its gRPC front end as the target for --backend grpc; `emu` None: its defaults)."""
     if url is not None:
         yield url, {}, url
         return
+    from infermeter.emulator.config import EmulatorConfig
     from infermeter.emulator.declaration import sut_declaration
     from infermeter.emulator.process import emulator_process
 
+    if emu is None:
+        emu = EmulatorConfig()
     if backend == "grpc":
         emu = emu.model_copy(update={"grpc_port": 0})
     err.print("starting the embedded emulator (no --url given)")
@@ -157,22 +169,22 @@ def target(url: str | None, emu: Any, backend: str = "openai"):  # type: ignore[
         yield target, sut_declaration(emu), process.url
 
 
-def probe_client(  # type: ignore[no-untyped-def]
+def probe_client(
     url: str,
     sut: dict[str, Any],
     backend: str,
-    api: str,
+    api: Api,
     model: str | None,
     api_key_env: str,
     extra_body: dict[str, Any] | None,
     ignore_eos: bool,
-):
+) -> ClientConfig:
     """The ClientConfig a probing command (calibrate, profile-prefill) sends with, its model the one named, the
     embedded emulator's, or the first the server lists."""
     from infermeter.client.openai_sse import ClientConfig
-    from infermeter.load.warmup import discover_model
+    from infermeter.load.target import discover_model
 
-    cfg = ClientConfig(url, api, model or str(sut.get("model") or ""), api_key_env=api_key_env,  # type: ignore[arg-type]
+    cfg = ClientConfig(url, api, model or str(sut.get("model") or ""), api_key_env=api_key_env,
                        extra_body=extra_body or {}, ignore_eos=ignore_eos)  # fmt: skip
     if not cfg.model:
         if backend != "openai":
@@ -181,7 +193,7 @@ def probe_client(  # type: ignore[no-untyped-def]
     return cfg
 
 
-def emulator_settings(path: Path | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+def emulator_settings(path: Path | None, scheduler: str | None) -> EmulatorConfig:
     """The emulator's configuration from --config / --emulator-config, with --scheduler applied."""
     from infermeter.emulator.config import EmulatorConfig, load_emulator_config
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,8 +19,14 @@ from infermeter.cli.app import (
     run_async,
     target,
 )
+from infermeter.config.calibration import Calibration
+from infermeter.config.section import Given
+from infermeter.config.sections import Target, Workload
 from infermeter.errors import UserError
 from infermeter.report.tables import grid
+
+if TYPE_CHECKING:
+    from infermeter.engine.config import EngineConfig
 
 EngineOut = Annotated[
     Path, typer.Option(help="where to write the calibrated engine configuration (YAML)", parser=opt.out_path)
@@ -49,8 +55,17 @@ def _grid(grid_csv: Path) -> None:
     )
 
 
+CALIBRATE_PARTS = (
+    opt.Part("target", Target, only=("url", "api", "backend", "model", "api_key_env", "extra_body", "ignore_eos")),
+    opt.Part("workload", Workload, only=("tokenizer",)),
+    opt.Part("calibration", Calibration),
+)
+
+
 @app.command()
+@opt.built_from(*CALIBRATE_PARTS)
 def calibrate(
+    given: Given,
     grid_csv: Annotated[
         Path | None,
         typer.Argument(
@@ -59,46 +74,42 @@ def calibrate(
             parser=opt.existing_file,
         ),
     ] = None,
-    url: opt.Url = None,
-    api: opt.Api = "completions",
-    backend: opt.BackendName = "openai",
-    model: opt.Model = None,
-    api_key_env: opt.ApiKeyEnv = "OPENAI_API_KEY",
-    extra_body: opt.ExtraBody = None,
-    ignore_eos: opt.IgnoreEos = True,
-    tokenizer: opt.Tokenizer = None,
-    quick: Annotated[bool, typer.Option("--quick", help="a shorter probe, under a minute")] = False,
-    max_prompt: Annotated[
-        int | None,
-        typer.Option(
-            help="longest prompt to send, in tokens (default 4096, 1000 with --quick)",
-            parser=opt.integer(16, opt.MAX_LENGTH),
-        ),
-    ] = None,
     out: EngineOut = Path("engine.yaml"),
     emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit the engine model to a live server (black box, over its normal API) and write engine.yaml; or fit the
     batch latency model T(b, L) to a latency grid CSV."""
+    section = Target.from_options(given.get("target", {}))
     if grid_csv is not None:
-        if url is not None:
+        if section.url is not None:
             raise UserError("give either a latency grid CSV or --url, not both")
         _grid(grid_csv)
         return
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
-    from infermeter.report.calibration import findings, parameter_table, policy_table, quality_table
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
+    tokenizer = Workload.from_options(given.get("workload", {})).tokenizer
+    calibration = Calibration.from_options(given.get("calibration", {}))
     if out.is_dir():
         raise UserError(f"--out {out} is a directory: give a file name, e.g. engine.yaml")
     refuse_run_file(out)
-    api_key(api_key_env)
-    plan = QUICK if quick else FULL
-    plan = plan.capped(max_prompt) if max_prompt is not None else plan
-    emu = None if url is not None else emulator_settings(emulator_config, None)
-    with target(url, emu, backend) as (target_url, sut, metrics_url):
-        cfg = probe_client(target_url, sut, backend, api, model, api_key_env, extra_body, ignore_eos)
+    api_key(section.api_key_env)
+    plan = QUICK if calibration.quick else FULL
+    plan = plan.capped(calibration.max_prompt) if calibration.max_prompt is not None else plan
+    emu = None if section.url is not None else emulator_settings(emulator_config, None)
+    backend = section.backend
+    with target(section.url, emu, backend) as (target_url, sut, metrics_url):
+        cfg = probe_client(
+            target_url,
+            sut,
+            backend,
+            section.api,
+            section.model,
+            section.api_key_env,
+            section.extra_body,
+            section.ignore_eos,
+        )
         err.print(f"probing {target_url} (at most {plan.budget_s:.0f} s)")
         probe = run_async(
             probe_server(
@@ -107,10 +118,18 @@ def calibrate(
         )
     engine = fit_engine(probe)
     save_engine_config(engine, out)
+    _print_calibration(engine, emu.engine if emu is not None else None)
+    print(f"\nwrote {out}: infermeter predict --engine {out} --rate R  (or sim --config / serve --config {out})")
+
+
+def _print_calibration(engine: EngineConfig, truth: EngineConfig | None) -> None:
+    """The fitted model, the policy that explains the isolated prompts, each fit's quality, and what to make of
+    them (`truth`: the embedded emulator's own engine, to hold the fit against)."""
+    from infermeter.report.calibration import findings, parameter_table, policy_table, quality_table
+
     cal = engine.calibration
     assert cal is not None
-    headers, rows = parameter_table(cal, emu.engine if emu is not None else None)
-    print(grid(headers, rows, "Calibrated iteration model"))
+    print(grid(*parameter_table(cal, truth), "Calibrated iteration model"))
     print()
     print(grid(*policy_table(cal), "Which scheduling policy explains the isolated prompts"))
     print()
@@ -122,4 +141,3 @@ def calibrate(
         print(f"  note: {note}")
     for line in cal.warnings:
         print(f"warning: {line}")
-    print(f"\nwrote {out}: infermeter predict --engine {out} --rate R  (or sim --config / serve --config {out})")

@@ -94,8 +94,8 @@ def _read_run(path: Path) -> Run:
 def _system(d: Path) -> System | None:
     """A suite directory, or a directory of its repeats (repeat-1...), as one system; None when it is neither."""
     from infermeter.metrics.suite_comparison import PlannedRun, Repeat, System, numeric_figures
+    from infermeter.suite_result import SUITE_JSON
     from infermeter.suites.execute import load_result, repeat_dirs
-    from infermeter.suites.framework import SUITE_JSON
 
     dirs = [d] if (d / SUITE_JSON).is_file() else [r for r in repeat_dirs(d) if (r / SUITE_JSON).is_file()]
     repeats, tests = [], set()

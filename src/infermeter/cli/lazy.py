@@ -1,38 +1,91 @@
 """The `infermeter` command group, lazily: a command's module is imported when that command runs or shows its own
 help, so `infermeter --help` and each command start without loading what the others need.
 
-`infermeter --help` lists the commands from their modules' source: a command is a top-level function decorated with
-`@app.command(...)` (its name, and help, short_help, hidden, deprecated or rich_help_panel, as literals) and a group is
-`app.add_typer(X, name="...")` of an `X = typer.Typer(help="...")`.  tests/test_cli_lazy.py holds the listing to what
-typer makes of the imported modules.
+`infermeter --help` lists the commands from COMMANDS, a table of each command's module and the line the listing shows
+of it; tests/test_cli_lazy.py holds the table to the commands the modules declare.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 import importlib
-import inspect
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import typer.main
-from typer._click import Context, HelpFormatter
 from typer.core import TyperCommand, TyperGroup
-
-# the modules that declare commands, in the order `infermeter --help` lists them (a group after every command)
-MODULES = ("calibrate", "compare", "sim", "predict", "report", "run", "serve", "workload", "test")
-LISTED = ("help", "short_help", "hidden", "deprecated", "rich_help_panel")  # what the listing shows of a command
 
 
 @dataclass(frozen=True)
-class Declared:
-    """A command (or group) as its module's source declares it."""
+class Listed:
+    """Where a command (or group) is declared: `infermeter.cli.<module>`, and the first paragraph of its help on one
+    line, which `infermeter --help` shows."""
 
-    name: str
     module: str
-    attrs: dict[str, Any] = field(default_factory=dict)
+    help: str
+
+
+# every command, in the order `infermeter --help` lists them
+COMMANDS: dict[str, Listed] = {
+    "calibrate": Listed(
+        "calibrate",
+        "Fit the engine model to a live server (black box, over its normal API) and write engine.yaml; or fit the "
+        "batch latency model T(b, L) to a latency grid CSV.",
+    ),
+    "compare": Listed(
+        "compare",
+        "Compare systems as the IETF draft's section 6 asks: equivalence, repeated runs with 95% CIs, and a test with "
+        "a multiple-comparison correction for every difference; suites of one test level by level and on their "
+        "figures.",
+    ),
+    "sim": Listed("sim", "Simulate one engine configuration on a virtual clock and write a run directory."),
+    "sim-sweep": Listed(
+        "sim",
+        "Multi-bin dynamic batching's experiments at its load levels: the grid (requests x GPUs x bins K), the "
+        "comparison of batching methods (resumable CSVs), and its hypotheses H1-H3 with their verdicts; every "
+        "simulation a dask task with --workers / --cluster (the same CSVs, byte for byte).",
+    ),
+    "predict": Listed(
+        "predict",
+        "The simulator's answer for an engine configuration under a load, in the tables of a live run; with "
+        "--workers / --cluster the simulation runs as a dask task.",
+    ),
+    "report": Listed(
+        "report",
+        "Recompute and print the summary of any run directory (live, emulated or simulated), or print a test suite's "
+        "report again; --html / --markdown also write the full report with its plots.",
+    ),
+    "run": Listed(
+        "run",
+        "Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report. Options "
+        "may come from a scenario file (--config), and RUN_DIR/run.json runs a run again.",
+    ),
+    "capacity": Listed(
+        "run",
+        "Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming. With "
+        "--trace each probe replays the trace's lengths and arrival pattern, scaled to the probe's rate.",
+    ),
+    "profile-prefill": Listed(
+        "run",
+        "Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=...",
+    ),
+    "serve": Listed("serve", "Run the emulator standalone: an OpenAI-compatible server over the engine model."),
+    "workload": Listed(
+        "workload", "Write a workload's requests (lengths, classes, prefixes, arrival offsets) to inspect them."
+    ),
+    "prompt": Listed(
+        "workload", "Build one prompt of exactly N tokens (after the chat template with --chat) and print it."
+    ),
+    "test": Listed(
+        "test",
+        "Run a test of the IETF draft's section 5 as a suite of runs, with its tables and compliance verdict: "
+        "infermeter test NAME [--url URL] [--quick] [--out DIR] [options of the test]; --list names them.",
+    ),
+}
+
+
+def modules() -> list[str]:
+    """The modules that declare commands, each once, in the listing's order."""
+    return list(dict.fromkeys(listed.module for listed in COMMANDS.values()))
 
 
 class Unlisted(TyperCommand):
@@ -41,101 +94,37 @@ class Unlisted(TyperCommand):
     module: str = ""
 
 
-@functools.cache
-def declared() -> tuple[Declared, ...]:
-    """Every command, then every group, of MODULES, from their source."""
-    commands: list[Declared] = []
-    groups: list[Declared] = []
-    for module in MODULES:
-        path = Path(__file__).with_name(f"{module}.py")
-        tree = ast.parse(path.read_text(), str(path))
-        typers: dict[str, dict[str, Any]] = {}
-        for node in tree.body:
-            where = f"{path.name}:{node.lineno}"
-            if isinstance(node, ast.Assign) and _call_of(node.value, "typer", "Typer"):
-                typers.update({t.id: _literals(node.value, where) for t in node.targets if isinstance(t, ast.Name)})
-            elif isinstance(node, ast.FunctionDef):
-                for decorator in node.decorator_list:
-                    if _call_of(decorator, "app", "command"):
-                        commands.append(_command(node, decorator, module, where))  # type: ignore[arg-type]
-            elif isinstance(node, ast.Expr) and _call_of(node.value, "app", "add_typer"):
-                call = node.value
-                options = _literals(call, where)  # type: ignore[arg-type]
-                sub = call.args[0] if call.args else None  # type: ignore[attr-defined]
-                if not isinstance(sub, ast.Name) or sub.id not in typers or "name" not in options:
-                    raise TypeError(f"{where}: add_typer(X, name='...') of an X = typer.Typer(...) is listed")
-                helps = {k: v for k, v in {**typers[sub.id], **options}.items() if k in LISTED}
-                if "help" in helps:
-                    helps["help"] = inspect.cleandoc(helps["help"])
-                groups.append(Declared(options["name"], module, helps))
-    return (*commands, *groups)
-
-
-def _call_of(node: ast.AST, owner: str, method: str) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == method
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == owner
-    )
-
-
-def _literals(call: ast.Call, where: str) -> dict[str, Any]:
-    """A call's keyword arguments that the listing shows (or names a command by), which must be literals."""
-    out = {}
-    for keyword in call.keywords:
-        if keyword.arg in (*LISTED, "name"):
-            if not isinstance(keyword.value, ast.Constant):
-                raise TypeError(f"{where}: {keyword.arg}= must be a literal for `infermeter --help` to list it")
-            out[keyword.arg] = keyword.value.value
-    return out
-
-
-def _command(fn: ast.FunctionDef, decorator: ast.Call, module: str, where: str) -> Declared:
-    """A command as typer names and describes it: the decorator's name, else the function's; its help, else the
-    function's docstring."""
-    attrs = _literals(decorator, where)
-    if decorator.args:
-        if not isinstance(decorator.args[0], ast.Constant):
-            raise TypeError(f"{where}: a command's name must be a literal for `infermeter --help` to list it")
-        attrs["name"] = decorator.args[0].value
-    name = attrs.pop("name", None) or typer.main.get_command_name(fn.name)
-    if "help" in attrs:
-        attrs["help"] = inspect.cleandoc(attrs["help"])
-    else:
-        attrs["help"] = ast.get_docstring(fn)
-    return Declared(name, module, attrs)
-
-
 class LazyGroup(TyperGroup):
     """The top-level group: commands whose module is not imported yet stand listed by `Unlisted` placeholders,
     replaced by the real command (its module imported) the moment one is looked up for running or its own help.
-    `typer_app` is the app the modules register their commands with (cli.app sets it)."""
+    The listing always shows COMMANDS' lines.  `typer_app` is the app the modules register their commands with
+    (cli.app sets it)."""
 
     typer_app: typer.Typer | None = None
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.listing = False
+        self.placeholders: dict[str, Unlisted] = {}
+        for name, listed in COMMANDS.items():
+            self.placeholders[name] = Unlisted(name=name, help=listed.help)
+            self.placeholders[name].module = listed.module
         built = dict(self.commands)
-        self.commands = {}
-        for d in declared():
-            placeholder = Unlisted(name=d.name, **d.attrs)
-            placeholder.module = d.module
-            self.commands[d.name] = built.pop(d.name, placeholder)
+        self.commands = {name: built.pop(name, self.placeholders[name]) for name in COMMANDS}
         self.commands.update(built)  # registered some other way: listed last
 
-    def get_command(self, ctx: Context, cmd_name: str) -> Any:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if self.listing and cmd_name in self.placeholders:
+            return self.placeholders[cmd_name]
         command = self.commands.get(cmd_name)
-        if isinstance(command, Unlisted) and not self.listing:
+        if isinstance(command, Unlisted):
             assert self.typer_app is not None
             importlib.import_module(f"infermeter.cli.{command.module}")
             command = self.commands[cmd_name] = typer.main.get_group(self.typer_app).commands[cmd_name]
         return command
 
-    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        """The help lists the commands without importing them."""
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help lists the commands without importing them (ctx and formatter are typer's click objects)."""
         self.listing = True
         try:
             super().format_help(ctx, formatter)

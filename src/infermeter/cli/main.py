@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
             say(f"error: {exc.format_message()}{hint}")
-            sys.exit(ExitCode.USAGE if int(exc.exit_code) == 2 else int(exc.exit_code))  # type: ignore[attr-defined]
+            sys.exit(ExitCode.USAGE if int(exc.exit_code) == 2 else int(exc.exit_code))
         crash(exc)
     if isinstance(code, int) and code:
         sys.exit(code)

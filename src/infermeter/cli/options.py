@@ -15,11 +15,12 @@ import typer
 
 from infermeter.config import checks
 from infermeter.config.section import Flag, Section
-from infermeter.config.sections import Load, Objectives, Scale, Target
+from infermeter.config.sections import Load, Objectives
 from infermeter.config.sections import Workload as WorkloadSection
 from infermeter.workload.limits import MAX_LENGTH
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 MAX_REQUESTS, MAX_SECONDS, MAX_RATE, MAX_SEED = (
     checks.MAX_REQUESTS,
@@ -101,9 +102,12 @@ class Part:
         return [n for n in self.section.model_fields if self.only is None or n in self.only]
 
 
-def _cli_type(annotation: Any) -> Any:
-    """The type typer sees: optional (an option not given is None), and str for a Literal (its check parses it)."""
+def _cli_type(annotation: Any, repeatable: bool = False) -> Any:
+    """The type typer sees: optional (an option not given is None), str for a Literal (its check parses it), and
+    a list field's item type unless its option is repeatable (the check parses the comma-separated list)."""
     args = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) is not None else []
+    if repeatable and get_origin(annotation) is list:
+        return annotation | None
     base = args[0] if len(args) == 1 and get_origin(annotation) is not Literal else annotation
     if get_origin(base) is Literal:
         base = str
@@ -121,21 +125,33 @@ def section_option(part: Part, name: str) -> inspect.Parameter:
     info = part.section.model_fields[name]
     flag = part.section.flag(name)
     help_text = part.help.get(name) or (flag.help if flag else "")
-    default = part.defaults.get(name, info.get_default(call_default_factory=True))
+    required = info.is_required() and name not in part.defaults  # a field without a default: a required option
+    default = None if required else part.defaults.get(name, info.get_default(call_default_factory=True))
     if default not in (None, {}, []):
         help_text += f" (default: {_shown(default)})"
     option = _option(flag, help_text, show_default=False)
+    kind = _cli_type(info.annotation, flag is not None and flag.repeatable)
     return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[_cli_type(info.annotation), option]
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=inspect.Parameter.empty if required else None,
+        annotation=Annotated[kind, option],
     )
 
 
-def _option(flag: Flag | None, help_text: str, **more: Any) -> Any:
+def _option(flag: Flag | None, help_text: str, show_default: bool = True) -> Any:
     """The typer option of a field's Flag: its names, and its check as the parser."""
     if flag is None:
-        return typer.Option(help=help_text, **more)
-    checked = {"parser": parser(flag.check)} if flag.check is not None else {}
-    return typer.Option(*flag.names, help=help_text, **checked, **more)
+        return typer.Option(help=help_text, show_default=show_default)
+    parse = parser(flag.check) if flag.check is not None else None
+    return typer.Option(*flag.names, help=help_text, parser=parse, show_default=show_default)
+
+
+def with_signature(fn: F, signature: inspect.Signature) -> F:
+    """`fn` with the parameters inspect (and so typer) reads from it: `__signature__`, set in the function's own
+    attributes since a function's type declares no such attribute."""
+    vars(fn)["__signature__"] = signature
+    return fn
 
 
 def built_from(*parts: Part) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -158,7 +174,7 @@ def built_from(*parts: Part) -> Callable[[Callable[..., Any]], Callable[..., Any
 
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + [p for _, p in made]
         params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required options first
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        with_signature(command, inspect.Signature(params))
         command.__annotations__ = {p.name: p.annotation for p in params}
         command.__name__, command.__doc__ = fn.__name__, fn.__doc__
         return command
@@ -177,32 +193,15 @@ def like(section: type[Section], name: str, kind: Any = None, help: str | None =
     return Annotated[annotation, _option(flag, help or flag.help)]
 
 
-Url = like(Target, "url")
-Api = like(Target, "api", str)
-BackendName = like(Target, "backend")
-Model = like(Target, "model")
-ApiKeyEnv = like(Target, "api_key_env")
-ExtraBody = like(Target, "extra_body", _cli_type(Target.model_fields["extra_body"].annotation) | None)
-IgnoreEos = like(Target, "ignore_eos")
-Workload = like(WorkloadSection, "workload")
-InputTokens = like(WorkloadSection, "input_tokens")
-OutputTokens = like(WorkloadSection, "output_tokens")
 Trace = like(WorkloadSection, "trace")
 RpsScale = like(WorkloadSection, "rps_scale")
-SweepRpsScale = like(
-    WorkloadSection, "rps_scale", float | None, help="trace arrivals compressed this many times; replaces --levels"
-)
-Tokenizer = like(WorkloadSection, "tokenizer")
 Seed = like(WorkloadSection, "seed")
-Requests = like(Load, "requests", int, help="requests to send")
-Rate = like(Load, "rate")
-ArrivalRate = like(Load, "rate", help="arrival rate, requests/s; without it every request arrives at t=0")
+ARRIVAL_RATE = "arrival rate, requests/s; without it every request arrives at t=0"  # a workload's, or a simulation's
+ArrivalRate = like(Load, "rate", help=ARRIVAL_RATE)
+REQUESTS_TO_SEND = "requests to send"  # a simulation's --requests: nothing is measured
 Arrival = like(Load, "arrival")
 Burstiness = like(Load, "burstiness")
-Warmup = like(Load, "warmup")
 Slo = like(Objectives, "slo")
-Workers = like(Scale, "workers")
-Cluster = like(Scale, "cluster")
 Deadlines = like(Objectives, "deadlines")
 CapacitySlo = Annotated[
     list[str],
@@ -224,27 +223,6 @@ ScenarioFile = Annotated[
     ),
 ]
 Progress = Annotated[bool, typer.Option(help="show live progress")]
-Bins = Annotated[int | None, typer.Option(help="K bins of multi_bin_dynamic (default 4)", parser=integer(1, 1024))]
-BinKey = Annotated[
-    str | None,
-    typer.Option(
-        help="bin by 'total' (prompt + predicted output) or 'output' (as multi-bin dynamic batching does)",
-        parser=choice("total", "output"),
-    ),
-]
-SlaTokenMs = Annotated[
-    float,
-    typer.Option(
-        help="per-token decode SLA, ms (D_SLA_TOKEN of multi-bin dynamic batching)", parser=number(0, 1e6, lo_open=True)
-    ),
-]
-SlaRequestS = Annotated[
-    float,
-    typer.Option(
-        help="per-request latency SLA, s (D_SLA_REQUEST of multi-bin dynamic batching)",
-        parser=number(0, MAX_SECONDS, lo_open=True),
-    ),
-]
 Html = Annotated[
     Path | None,
     typer.Option(
@@ -260,17 +238,11 @@ Markdown = Annotated[
 
 
 def __getattr__(name: str) -> Any:
-    """Options naming the engine's schedulers: the registry (and the engine model) loads only for a command that
-    takes one."""
-    if name not in ("Scheduler", "EngineScheduler"):
+    """--scheduler, the simulated engine's option: the registry (and the engine model) loads only for a command that
+    takes it."""
+    if name != "Scheduler":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from infermeter.engine.registry import SCHEDULERS
+    from infermeter.config.engine import SimEngine
 
-    names = {"help": ", ".join(SCHEDULERS), "parser": choice(*SCHEDULERS)}
-    value = (
-        Annotated[str | None, typer.Option(**names)]
-        if name == "Scheduler"
-        else Annotated[str, typer.Option("--scheduler", **names)]
-    )
-    globals()[name] = value
+    globals()[name] = value = like(SimEngine, "scheduler", str | None)
     return value

@@ -11,11 +11,15 @@ import typer
 from infermeter.cli import options as opt
 from infermeter.cli.app import about, app, err
 from infermeter.errors import UserError
-from infermeter.suites.framework import SUITE_JSON
+from infermeter.suite_result import SUITE_JSON
 
 if TYPE_CHECKING:
+    from infermeter.metrics.latency import ItlOption
     from infermeter.metrics.summary_model import Summary
+    from infermeter.report.document import Document
     from infermeter.run_info import RunInfo
+
+ITL_OPTIONS: tuple[ItlOption, ...] = ("A", "B", "C")
 
 
 @app.command()
@@ -25,7 +29,7 @@ def report(
     itl_option: Annotated[
         str | None,
         typer.Option(
-            "--itl-option", help="A, B or C; default: the one run.json declares", parser=opt.choice("A", "B", "C")
+            "--itl-option", help="A, B or C; default: the one run.json declares", parser=opt.choice(*ITL_OPTIONS)
         ),
     ] = None,
     slo: opt.Slo = None,
@@ -54,12 +58,12 @@ def report(
             info = read_run_info(run_dir)
             cols = RecordColumns.of_run(run_dir, info)
             stored = _stored_summary(run_dir)
-        option = itl_option or info.itl_option
+        option = next((o for o in ITL_OPTIONS if o == itl_option), info.itl_option)
         bounds = parse_slo(slo) if slo is not None else dict(info.slo)
         spec = deadlines if deadlines is not None else info.deadlines
         wanted = parse_deadlines(spec) if spec else None
         with about("run_dirs"):  # the records are read as the metrics need them: damage shows here
-            summary = summarize(cols, option, bounds, wanted)  # type: ignore[arg-type]
+            summary = summarize(cols, option, bounds, wanted)
         _stored_blocks(summary, stored, info)
         if not is_sealed(run_dir):
             lost = int(sum(e.startswith(NOT_RECORDED) for e in cols.error.tolist()))
@@ -72,7 +76,7 @@ def report(
     if json:
         import orjson
 
-        payload: Any = (
+        payload: dict[str, Any] = (
             results[0][2].model_dump(mode="json")
             if len(results) == 1
             else {str(d): s.model_dump(mode="json") for d, _, s in results}
@@ -97,7 +101,7 @@ def report(
         write_documents(doc, html, markdown)
 
 
-def write_documents(doc: Any, html: Path | None, markdown: Path | None) -> None:
+def write_documents(doc: Document, html: Path | None, markdown: Path | None) -> None:
     """Write the report's HTML and Markdown files where asked, and say where."""
     from infermeter.report.html import write_report
 

@@ -21,7 +21,8 @@ from infermeter.suites.registry import SUITES, get_suite
 
 if TYPE_CHECKING:
     from infermeter.run_info import RunInfo
-    from infermeter.suites.framework import SuiteResult
+    from infermeter.suite_result import SuiteResult
+    from infermeter.suites.framework import Suite
 
 test_app = typer.Typer(
     add_completion=False,
@@ -62,8 +63,8 @@ def tests(
     list_: Annotated[bool, typer.Option("--list", help="list the tests and exit")] = False,
 ) -> None:
     if list_:
-        for name, (_, section, line) in SUITES.items():
-            print(f"{name:<16} {section:<5} {line}")
+        for name in SUITES:
+            print(f"{name:<16} {get_suite(name).section:<5} {SUITES.describe(name)}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
         print(ctx.get_help())
@@ -179,9 +180,8 @@ def _repeats(
         write_documents(repeats_document(done, summaries), html, markdown)
 
 
-def _command(name: str) -> None:
+def _command(name: str, suite: Suite) -> None:
     """Register `infermeter test NAME` with the suite's parameters as options."""
-    suite = get_suite(name)
     own = getattr(suite, "own_options", ())  # a shared option the suite takes per system of its own instead
     parts = (
         opt.Part("target", Target),
@@ -212,9 +212,10 @@ def _command(name: str) -> None:
     if "repeat" in suite.params.model_fields:  # the suite's own --repeat (grid: runs of each cell) keeps the flag
         signature = inspect.signature(command, eval_str=True)
         kept = [p for p in signature.parameters.values() if p.name != "repeat"]
-        command.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+        opt.with_signature(command, signature.replace(parameters=kept))
     test_app.command(name=name)(opt.built_from(*parts)(command))
 
 
 for _name in SUITES:
-    _command(_name)
+    if (_suite := SUITES.load(_name)) is not None:  # another package's suite that fails to import is left out, warned
+        _command(_name, _suite)

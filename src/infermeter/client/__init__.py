@@ -3,8 +3,15 @@
 The HTTP transport loads on first use, so naming the backends (the CLI's --backend) does not import aiohttp.
 """
 
+from typing import TYPE_CHECKING
+
 from infermeter.client import reasons
 from infermeter.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the names below are, for type checkers (at run time they load on first use)
+    from infermeter.client.openai_sse import ClientConfig as ClientConfig
+    from infermeter.client.openai_sse import OpenAIClient as OpenAIClient
+    from infermeter.client.openai_sse import PreparedRequest as PreparedRequest
 
 _FROM = dict.fromkeys(["ClientConfig", "OpenAIClient", "PreparedRequest"], "openai_sse")
 

@@ -2,16 +2,16 @@
 
 A backend sends one prepared request and streams its reply into exactly one RequestRecord on the run's clock; it
 declares itself for run.json and may count a prompt with the server's own tokenizer.  Backends are chosen by name
-from BACKENDS (`--backend`).
+from BACKENDS (`--backend`): infermeter's own, and those other packages add (entry points `infermeter.backends`).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from infermeter.errors import UserError
+from infermeter.plugins import Entry, Registry
 
 if TYPE_CHECKING:
     from infermeter.client.openai_sse import ClientConfig, PreparedRequest
@@ -56,19 +56,21 @@ class Backend(Protocol):
         ...
 
 
-# name -> "module:class" of a Backend taking (ClientConfig, RunClock, max_connections); imported when opened, so the
-# CLI can list the names without loading every transport
-BACKENDS: dict[str, str] = {
-    "openai": "infermeter.client.openai_sse:OpenAIClient",
-    "grpc": "infermeter.client.kserve_grpc:KServeGrpcClient",
-}
+# a Backend class taking (ClientConfig, RunClock, max_connections) by name, imported when opened, so the CLI can list
+# the names without loading every transport
+BACKENDS: Registry[Callable[..., Backend]] = Registry(
+    "backend",
+    [
+        Entry("openai", "infermeter.client.openai_sse:OpenAIClient", "OpenAI-compatible completions and chat over SSE"),
+        Entry("grpc", "infermeter.client.kserve_grpc:KServeGrpcClient", "KServe v2 / Triton gRPC streaming inference"),
+    ],
+    check=lambda name, obj: None if callable(obj) else "it is not a class",
+)
 
 
 def open_backend(name: str, config: ClientConfig, clock: RunClock, max_connections: int = 0) -> Backend:
     """A backend by name, with a one-line error naming the choices."""
-    where = BACKENDS.get(name)
-    if where is None:
+    make = BACKENDS.load(name)
+    if make is None:
         raise UserError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
-    module, _, attr = where.partition(":")
-    backend: Backend = getattr(importlib.import_module(module), attr)(config, clock, max_connections)
-    return backend
+    return make(config, clock, max_connections)

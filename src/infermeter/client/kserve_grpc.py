@@ -25,7 +25,7 @@ from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.errors import UserError
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
-from infermeter.records import RequestRecord, RunClock, failure
+from infermeter.records import RequestRecord, RunClock, Status, failure
 from infermeter.run_info import Client
 
 
@@ -38,7 +38,7 @@ def grpc_target(base_url: str) -> str:
 
 
 class _Failure(Exception):
-    def __init__(self, status: str, reason: str, detail: str = "") -> None:
+    def __init__(self, status: Status, reason: str, detail: str = "") -> None:
         super().__init__(reason)
         self.status, self.error = status, failure(reason, detail)
 
@@ -135,10 +135,10 @@ class KServeGrpcClient:
             except grpc.aio.AioRpcError as exc:
                 raise self._rpc_failure(exc, rec) from None
         except _Failure as f:
-            rec.status, rec.error = f.status, secrets.redact(f.error)  # type: ignore[assignment]
+            rec.status, rec.error = f.status, secrets.redact(f.error)
             call.cancel()
         except asyncio.CancelledError:
-            rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")  # type: ignore[assignment]
+            rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")
             call.cancel()
             self._fill(rec, offsets, text)
             raise

@@ -28,7 +28,7 @@ from infermeter.client.http1 import Connection, ConnectionEnded, Head, Outgoing,
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
-from infermeter.records import RequestRecord, RunClock, failure
+from infermeter.records import RequestRecord, RunClock, Status, failure
 from infermeter.run_info import Client, Timeouts
 
 Api = Literal["completions", "chat"]
@@ -92,7 +92,7 @@ class ClientConfig:
             out["Authorization"] = f"Bearer {key}"
         return out
 
-    def rejected_field(self, status: int, body: bytes) -> str:
+    def rejected_field(self, status: int, body: bytes | bytearray) -> str:
         """A 400/422 whose body names a field this client sent beyond the OpenAI schema: which option sends it
         (servers such as `transformers serve` answer 422 to any field they do not know); else ''."""
         if status not in (400, 422):
@@ -122,7 +122,7 @@ class ClientConfig:
 
 
 class _Failure(Exception):
-    def __init__(self, status: str, reason: str, detail: str = "") -> None:
+    def __init__(self, status: Status, reason: str, detail: str = "") -> None:
         super().__init__(reason)
         self.status = status
         self.error = failure(reason, detail)
@@ -311,7 +311,7 @@ class OpenAIClient:
                 payload = orjson.dumps(self.body(req))
             except TypeError as exc:  # orjson.JSONEncodeError: e.g. a prompt holding a lone surrogate
                 detail = f"the request body cannot be encoded as JSON ({exc}): it was not sent"
-                rec.status, rec.error = "error", failure(reasons.CLIENT_ERROR, detail)  # type: ignore[assignment]
+                rec.status, rec.error = "error", failure(reasons.CLIENT_ERROR, detail)
                 return rec
             decoder, started = self._decoder(), loop.time()
         else:
@@ -330,9 +330,9 @@ class OpenAIClient:
             except StreamFailure as exc:
                 raise _Failure("error", exc.reason, exc.detail) from None
         except _Failure as f:
-            rec.status, rec.error = f.status, secrets.redact(f.error)  # type: ignore[assignment]
+            rec.status, rec.error = f.status, secrets.redact(f.error)
         except asyncio.CancelledError:
-            rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")  # type: ignore[assignment]
+            rec.status, rec.error = "cancelled", failure(reasons.CANCELLED, "the run stopped before it finished")
             self._fill(rec, decoder.state, trace_ctx)
             raise
         self._fill(rec, decoder.state, trace_ctx)
@@ -463,7 +463,7 @@ class OpenAIClient:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 
 
-def _error_detail(head: Head, body: bytes) -> str:
+def _error_detail(head: Head, body: bytes | bytearray) -> str:
     """The reason phrase, Retry-After when given, and the start of the body (redacted by the caller)."""
     parts = [head.reason]
     retry = head.headers.get("retry-after")

@@ -7,6 +7,7 @@ without /metrics is a note in run.json, never a failure.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ import aiohttp
 import numpy as np
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from infermeter.client.urls import endpoint
 from infermeter.metrics.histogram_delta import histogram_delta
@@ -91,7 +93,7 @@ class MetricsSeries:
                 self.value.append(float(s.value))
         self.scrapes += 1
 
-    def _histogram(self, name: str, samples: list[Any]) -> None:
+    def _histogram(self, name: str, samples: Sequence[Sample]) -> None:
         buckets: dict[float, float] = {}
         total = 0.0
         for s in samples:

@@ -40,7 +40,7 @@ class ServerTokenizer:
         candidates = [self.endpoint] if self.endpoint else list(ENDPOINTS)
         if self.available is False:
             return None
-        for path, key in candidates:  # type: ignore[misc]
+        for path, key in candidates:
             body = {
                 key: text,
                 "model": self.model,

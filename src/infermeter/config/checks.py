@@ -329,7 +329,7 @@ def deadlines_text(text: str) -> Any:
 
 
 def capacity_slo_text(text: str) -> Any:
-    from infermeter.suites.slo import parse_capacity_slo
+    from infermeter.metrics.slo import parse_capacity_slo
 
     return parse_capacity_slo(text)
 

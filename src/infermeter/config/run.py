@@ -1,20 +1,14 @@
 """What a benchmark run is: the target, the workload, the load, the objectives and the monitors, as one model.  The
 `run` and `capacity` commands are built from these sections (config.sections), a scenario file holds the same keys,
 and run.json keeps the resolved model so that `infermeter run --config RUN_DIR/run.json` sends the same requests
-again."""
+again.  A run's plan (load.plan) is made from a resolved one."""
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from infermeter.config.sections import Disclosures, Load, Monitors, Objectives, Scale, Target, Workload
 from infermeter.emulator.config import EmulatorConfig
-
-if TYPE_CHECKING:
-    from infermeter.load.options import RunOptions
 
 __all__ = ["Disclosures", "Load", "Monitors", "Objectives", "RunConfig", "Scale", "Target", "Workload"]
 
@@ -98,51 +92,3 @@ class RunConfig(BaseModel):
             load = load.model_copy(update={"requests": DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS})
         emulator = self.emulator if self.target.url is not None or self.emulator else EmulatorConfig()
         return self.model_copy(update={"workload": workload, "load": load, "emulator": emulator})
-
-    def options(self, out: Path, progress: bool) -> RunOptions:
-        """The load package's options for this configuration (a resolved one), carrying it for run.json."""
-        from infermeter.load.options import RunOptions
-        from infermeter.metrics.goodput import parse_slo
-        from infermeter.workload.build import arrival_spec
-
-        t, w, load, o, m = self.target, self.workload, self.load, self.objectives, self.monitors
-        return RunOptions(
-            url=t.url or "",
-            out=out,
-            api=t.api,
-            backend=t.backend,
-            model=t.model or "",
-            api_key_env=t.api_key_env,
-            workload=w.workload,
-            input_tokens=w.input_tokens,
-            output_tokens=w.output_tokens,
-            trace=w.trace,
-            rps_scale=w.rps_scale,
-            requests=load.requests,
-            duration=load.duration,
-            arrivals=arrival_spec(load.arrival, load.rate, load.burstiness) if load.rate is not None else None,
-            concurrency=load.concurrency,
-            barrier=load.barrier,
-            warmup=load.warmup,
-            warmup_workload=load.warmup_workload,
-            min_duration=load.min_duration,
-            realtime=load.realtime,
-            seed=w.seed,
-            slo=parse_slo(o.slo) if o.slo else {},
-            first_token_timeout=t.first_token_timeout,
-            total_timeout=t.timeout,
-            progress=progress,
-            deadlines=o.deadlines,
-            tokenizer=w.tokenizer,
-            scrape_interval=m.scrape_interval,
-            telemetry_interval=m.telemetry_interval,
-            gpu_price_per_hour=m.gpu_price,
-            gpus=m.gpus,
-            extra_body=t.extra_body,
-            ignore_eos=t.ignore_eos,
-            disclosed=self.disclosures.declared(),
-            software=self.disclosures.software_versions(),
-            workers=self.scale.workers,
-            cluster=self.scale.cluster,
-            scenario=self.model_dump(mode="json"),
-        )

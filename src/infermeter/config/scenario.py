@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Any, TypeGuard, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from infermeter.config.run import RunConfig
+from infermeter.config.section import Given
 from infermeter.config_files import read_mapping
 from infermeter.emulator.config import EmulatorConfig, load_emulator_config
 from infermeter.errors import UserError
 
-Given = dict[str, dict[str, Any]]  # section -> field -> value, as the command line gave them
 RUN_SCHEMA = "infermeter.run/"
 
 
@@ -92,7 +92,7 @@ def run_config(
         raise UserError(f"--config {path}: {'.'.join(loc)}: {message}") from None
 
 
-def _keys_beside(loc: list[str], data: Any) -> str:
+def _keys_beside(loc: list[str], data: object) -> str:
     """The keys a scenario may hold where an unknown one was found (pydantic's error location, walked through
     models, optional values, list items, tagged unions and configs chosen by their `name`, as schedulers are)."""
     model: Any = RunConfig
@@ -105,7 +105,7 @@ def _keys_beside(loc: list[str], data: Any) -> str:
         if _is_model(model) and isinstance(data, dict) and isinstance(data.get("name"), str):
             model = _named(model, data["name"]) or model
     model = _inside(model, None)
-    fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+    fields = model.model_fields if _is_model(model) else {}
     return ", ".join(fields) or "those of `infermeter run --help`"
 
 
@@ -138,11 +138,11 @@ def _named(base: type[BaseModel], name: str) -> type[BaseModel] | None:
     return None
 
 
-def _is_model(value: Any) -> bool:
+def _is_model(value: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
-def _emulator(block: Any, path: Path | None) -> EmulatorConfig:
+def _emulator(block: object, path: Path | None) -> EmulatorConfig:
     if block is None:
         return EmulatorConfig()
     try:

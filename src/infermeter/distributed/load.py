@@ -117,25 +117,13 @@ async def drive_on_cluster(
 ) -> Distributed:
     """Send the run's requests from the cluster's workers and merge what they measure into `writer`; returns
     run.json's account of the workers.  Every request sent reaches the writer as exactly one record."""
-    client, cfg = load.client, load.target
     addresses = await asyncio.to_thread(load.workers_to_deal)
+    measured = await _placed(load, addresses)
     me = clocks.host_identity()
-    measured = [await asyncio.to_thread(clocks.measure, client, a) for a in addresses]
-    if _loopback(cfg.base_url):
-        remote = [a for a, (_, host) in zip(addresses, measured, strict=True) if host != me]
-        if remote:
-            raise UserError(
-                f"the target {cfg.base_url} is on this machine's loopback, which the workers on other hosts "
-                f"({', '.join(remote)}) cannot reach: give a --url they can reach"
-            )
-    n = len(reqs)
-    dealt = deal(n, len(addresses), pattern.concurrency)
+    dealt = deal(len(reqs), len(addresses), pattern.concurrency)
     for k, (d, address, (est, host)) in enumerate(zip(dealt, addresses, measured, strict=False)):
-        same = host == me
-        load.shares[k] = Dealt(
-            address, host.split("/")[0], same, est if not same else clocks.Estimate(0.0, est.rtt_s),
-            np.asarray([ids.request_id(ids.MEASURED, int(i)) for i in d.rows]), d.concurrency,
-        )  # fmt: skip
+        share = _dealt(address, host, host == me, est, d.rows, d.concurrency)
+        load.shares[k] = share
         share_pattern = LoadPattern(
             offsets=None if pattern.offsets is None else pattern.offsets[d.rows],
             concurrency=d.concurrency,
@@ -143,14 +131,70 @@ async def drive_on_cluster(
             barrier=pattern.barrier,
         )
         spec = ShareSpec(
-            load.run, k, backend, cfg, reqs, d.rows, seed, prompter, share_pattern, grace_s,
-            clock.t0 + load.shares[k].clock.offset_s, info,
+            load.run, k, backend, load.target, reqs, d.rows, seed, prompter, share_pattern, grace_s,
+            clock.t0 + share.clock.offset_s, info,
         )  # fmt: skip
-        per_worker[address] = (load.shares[k].stats, len(d.rows))
-        load.shares[k].future = client.submit(
+        per_worker[address] = (share.stats, len(d.rows))
+        share.future = load.client.submit(
             run_share, spec, key=f"infermeter-{load.run}-share-{k}", workers=[address], allow_other_workers=False,
             pure=False,
         )  # fmt: skip
+    start_at = await _conduct(load, clock, writer, stats, stop, hard_stop)
+    workers = await _accounted(load, writer, stop.is_set())
+    stats.sent = sum(len(s.sent) for s in load.shares.values())
+    return Distributed(
+        engine=f"dask.distributed {_version()}",
+        cluster=load.cluster,
+        dealing=OPEN_DEALING if pattern.concurrency is None else CLOSED_DEALING,
+        start_at_clock=start_at,
+        workers=workers,
+    )
+
+
+OPEN_DEALING = (
+    "open loop: request i to worker i mod W, each sent at its own scheduled time from a start instant shared by every "
+    "worker"
+)
+CLOSED_DEALING = (
+    "closed loop: the concurrency's slots dealt to the workers in turn, request i to the worker holding slot i mod C"
+)
+
+
+async def _placed(load: ClusterLoad, addresses: list[str]) -> list[tuple[clocks.Estimate, str]]:
+    """Each worker's clock and host; a target on this machine's loopback is refused when a worker is elsewhere."""
+    measured = [await asyncio.to_thread(clocks.measure, load.client, a) for a in addresses]
+    url = load.target.base_url
+    if _loopback(url):
+        me = clocks.host_identity()
+        remote = [a for a, (_, host) in zip(addresses, measured, strict=True) if host != me]
+        if remote:
+            raise UserError(
+                f"the target {url} is on this machine's loopback, which the workers on other hosts "
+                f"({', '.join(remote)}) cannot reach: give a --url they can reach"
+            )
+    return measured
+
+
+def _dealt(
+    address: str, host: str, same: bool, est: clocks.Estimate, rows: np.ndarray, concurrency: int | None
+) -> Dealt:
+    """The coordinator's record of a share: a worker on this host (`same`) shares its clock (zero offset)."""
+    return Dealt(
+        address, host.split("/")[0], same, est if not same else clocks.Estimate(0.0, est.rtt_s),
+        np.asarray([ids.request_id(ids.MEASURED, int(i)) for i in rows]), concurrency,
+    )  # fmt: skip
+
+
+async def _conduct(
+    load: ClusterLoad,
+    clock: RunClock,
+    writer: RunWriter,
+    stats: LiveStats,
+    stop: asyncio.Event,
+    hard_stop: asyncio.Event,
+) -> float | None:
+    """Drain the workers until every share finished or died: the start instant agreed once all are ready, a stop
+    passed on; returns the start instant (None: never started)."""
     start_at: float | None = None
     while True:
         command = "hard" if hard_stop.is_set() else "stop" if stop.is_set() else f"start:{start_at}" if start_at else ""
@@ -161,30 +205,21 @@ async def drive_on_cluster(
         if start_at is None and live and all(s.ready for s in live) and not stop.is_set():
             start_at = clock.now() + START_LEAD_S + 2 * max(s.clock.rtt_s for s in live)
         if all(s.finished or s.died for s in load.shares.values()):
-            break
+            return start_at
         await asyncio.sleep(POLL_S)
+
+
+async def _accounted(load: ClusterLoad, writer: RunWriter, stopped: bool) -> list[WorkerShare]:
+    """run.json's line for each share (each live worker's clock measured again), and the workers' state dropped."""
     after = {}
     for s in load.shares.values():
         if s.died is None:
             with contextlib.suppress(Exception):
-                after[s.worker] = (await asyncio.to_thread(clocks.measure, client, s.worker))[0]
-    workers = [_account(s, writer, after.get(s.worker), stop.is_set()) for s in load.shares.values()]
+                after[s.worker] = (await asyncio.to_thread(clocks.measure, load.client, s.worker))[0]
+    workers = [_account(s, writer, after.get(s.worker), stopped) for s in load.shares.values()]
     with contextlib.suppress(Exception):
-        await asyncio.to_thread(client.run, forget, load.run, on_error="ignore")
-    stats.sent = sum(len(s.sent) for s in load.shares.values())
-    return Distributed(
-        engine=f"dask.distributed {_version()}",
-        cluster=load.cluster,
-        dealing=(
-            "open loop: request i to worker i mod W, each sent at its own scheduled time from a start instant shared "
-            "by every worker"
-            if pattern.concurrency is None
-            else "closed loop: the concurrency's slots dealt to the workers in turn, request i to the worker holding "
-            "slot i mod C"
-        ),
-        start_at_clock=start_at,
-        workers=workers,
-    )
+        await asyncio.to_thread(load.client.run, forget, load.run, on_error="ignore")
+    return workers
 
 
 def _version() -> str:

@@ -151,12 +151,18 @@ def _obey(state: _Share, command: str) -> None:
         return
     if command.startswith("start:"):
         at = float(command.split(":", 1)[1])
-        assert state.start is not None
-        loop.call_soon_threadsafe(lambda: state.start.done() or state.start.set_result(at))  # type: ignore[union-attr]
-    if command in ("stop", "hard"):
-        loop.call_soon_threadsafe(state.stop.set)  # type: ignore[union-attr]
-    if command == "hard":
-        loop.call_soon_threadsafe(state.hard_stop.set)  # type: ignore[union-attr]
+        start = state.start
+        assert start is not None
+
+        def begin() -> None:
+            if not start.done():
+                start.set_result(at)
+
+        loop.call_soon_threadsafe(begin)
+    if command in ("stop", "hard") and state.stop is not None:
+        loop.call_soon_threadsafe(state.stop.set)
+    if command == "hard" and state.hard_stop is not None:
+        loop.call_soon_threadsafe(state.hard_stop.set)
 
 
 def drain(run: str, command: str = "") -> list[Report]:

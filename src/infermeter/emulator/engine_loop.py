@@ -281,7 +281,7 @@ class RealClockEngine:
 def offsets_from(times: list[float], received: float) -> list[float]:
     """Token times as a stream's last response reports them: seconds after the request was received, rounded to
     the microsecond (one numpy pass: 4 us for 32 tokens where a Python round per token took 10 us)."""
-    return np.round(np.asarray(times) - received, 6).tolist()  # type: ignore[no-any-return]
+    return np.round(np.asarray(times) - received, 6).tolist()
 
 
 def emission_order(step: Step) -> list[tuple[float, int]]:

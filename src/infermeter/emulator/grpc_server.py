@@ -158,7 +158,8 @@ class StreamInferServicer(pb_grpc.GRPCInferenceServiceServicer):
                     if fault.kind == "stall_mid_stream":
                         await asyncio.sleep(fault.stall_s)
                     else:
-                        emu.engine.abandon(handle)  # type: ignore[union-attr]
+                        assert emu.engine is not None
+                        emu.engine.abandon(handle)
                         yield await _ended(fault, context)
                         return
                 times.append(t)

@@ -21,13 +21,15 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
 from infermeter import __version__
+from infermeter.emulator.direct_events import DirectEvents
 from infermeter.emulator.engine_loop import Handle
-from infermeter.emulator.server import DirectEvents, Emulator, error_body, parse_body
+from infermeter.emulator.openai_format import error_body, parse_body
+from infermeter.emulator.server import Emulator
 
 PATHS = {b"/v1/completions": False, b"/v1/chat/completions": True}  # path -> chat
 MAX_LINE = 8190  # aiohttp's limit on a request line or header line; beyond it aiohttp answers
@@ -72,7 +74,7 @@ class LeanFront(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transports are stream transports
         self.fronts.open.add(self)
 
     def data_received(self, data: bytes) -> None:

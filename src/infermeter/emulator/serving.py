@@ -12,6 +12,7 @@ from aiohttp import web
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.lean_http import Fronts, start_lean
 from infermeter.emulator.process import ANNOUNCE, GRPC_ANNOUNCE
+from infermeter.emulator.routes import application
 from infermeter.emulator.server import Emulator
 from infermeter.process_limits import raise_open_files_limit
 
@@ -23,7 +24,7 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
     a free port)."""
     raise_open_files_limit()  # one socket per queued request
     emulator = Emulator(config)
-    runner = web.AppRunner(emulator.app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
+    runner = web.AppRunner(application(emulator), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     grpc_server = None
     done = asyncio.Event()
@@ -43,7 +44,7 @@ async def serve(config: EmulatorConfig, host: str = "127.0.0.1", port: int = 800
         else:
             site = web.TCPSite(runner, host, port, backlog=4096)
             await site.start()
-            bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            bound = runner.addresses[0][1]
         also = ""
         if config.grpc_port is not None:
             from infermeter.emulator.grpc_server import start_grpc

@@ -224,11 +224,16 @@ class IterationConfig(SchedulerConfig):
         return self.max_num_seqs
 
 
-class ContinuousConfig(IterationConfig):
+class PrefillStepConfig(IterationConfig):
+    """Settings of the schedulers whose new prompts prefill in a step of their own (continuous, priority)."""
+
+    max_batched_tokens: int = Field(default=8192, gt=0, description="prompt tokens one prefill step may take")
+
+
+class ContinuousConfig(PrefillStepConfig):
     """continuous: continuous batching as vLLM v0 does it; new prompts prefill in a step of their own."""
 
     name: Literal["continuous"] = "continuous"
-    max_batched_tokens: int = Field(default=8192, gt=0, description="prompt tokens one prefill step may take")
 
     def build(self, limits: EngineLimits) -> ContinuousBatching:
         return ContinuousBatching(self.max_num_seqs, self.max_batched_tokens)

@@ -13,7 +13,10 @@ from infermeter.units import S_PER_MS
 
 
 class LatencyModel(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The model's kind: "batch" or "iteration" (read-only: a frozen model's field)."""
+        ...
 
     def ttft(self, b: int, prompt_tokens: int) -> float:
         """Seconds from batch start to the first token of a batch of b requests holding prompt_tokens in all."""

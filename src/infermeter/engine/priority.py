@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Literal
 
-from infermeter.engine.iteration import ContinuousBatching, ContinuousConfig
+from infermeter.engine.iteration import ContinuousBatching, PrefillStepConfig
 from infermeter.engine.request import EngineRequest
 from infermeter.engine.scheduler import EngineLimits
 from infermeter.engine.step import EngineState
@@ -48,10 +48,10 @@ class PriorityShortestFirst(ContinuousBatching):
         return max(engine.running, key=rank)
 
 
-class PriorityConfig(ContinuousConfig):
+class PriorityConfig(PrefillStepConfig):
     """priority: continuous batching served by request priority, then shortest predicted job first."""
 
-    name: Literal["priority"] = "priority"  # type: ignore[assignment]
+    name: Literal["priority"] = "priority"
 
     def build(self, limits: EngineLimits) -> PriorityShortestFirst:
         return PriorityShortestFirst(self.max_num_seqs, self.max_batched_tokens)

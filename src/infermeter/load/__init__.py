@@ -1,6 +1,7 @@
-"""Load generation: open and closed loop drivers, warm-up, and whole benchmark runs.
+"""Load generation: a run's plan (load.plan), the open and closed loop drivers, the warm-up and the monitors beside a
+run; infermeter.conduct runs a whole benchmark from them.
 
-The driver (and its HTTP client) loads on first use: the run's options alone do not import it.
+The driver (and its HTTP client) loads on first use: importing the package alone does not import it.
 """
 
 from infermeter.lazy import lazy_exports

@@ -29,7 +29,7 @@ from email.utils import parsedate_to_datetime
 import aiohttp
 
 from infermeter.load.disclosure import SINGLE_MACHINE, is_loopback
-from infermeter.load.options import RunOptions
+from infermeter.load.target import RunTarget
 from infermeter.run_info import ClockAccuracy, DateBound, NtpStatus
 
 NTP_ACCURACY_MS = 10.0  # the IETF draft, 4.7.2: NTP synchronization MUST achieve 10 ms or better
@@ -224,7 +224,7 @@ def ntpq_status(text: str) -> NtpStatus:
 
 def ntp_status() -> tuple[NtpStatus | None, list[str]]:
     """The client's NTP daemon's view of its own clock (chrony first, then ntpd), and why each gave nothing."""
-    why = []
+    why: list[str] = []
     for command, parse in (
         (["chronyc", "-c", "tracking"], chrony_status),
         (["ntpq", "-c", "rv 0 leap,offset,rootdelay,rootdisp"], ntpq_status),
@@ -278,10 +278,10 @@ async def clock_accuracy(url: str, http_url: str | None, headers: dict[str, str]
     return got
 
 
-async def measure_clock(opts: RunOptions, headers: dict[str, str]) -> ClockAccuracy:
+async def measure_clock(target: RunTarget, headers: dict[str, str]) -> ClockAccuracy:
     """clock_accuracy for a run's target: the OpenAI backend's URL answers HTTP; a gRPC target's --metrics-url, where
     given, is its HTTP port."""
-    if opts.backend == "openai":
-        return await clock_accuracy(opts.url, opts.url, headers)
-    target = opts.url if "://" in opts.url else f"grpc://{opts.url}"  # host:port, as grpc_target accepts it
-    return await clock_accuracy(target, opts.metrics_url, headers)
+    if target.backend == "openai":
+        return await clock_accuracy(target.url, target.url, headers)
+    url = target.url if "://" in target.url else f"grpc://{target.url}"  # host:port, as grpc_target accepts it
+    return await clock_accuracy(url, target.metrics_url, headers)

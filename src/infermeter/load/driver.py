@@ -16,6 +16,7 @@ import gc
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -134,12 +135,37 @@ async def _drive(
 ) -> None:
     stats = stats or LiveStats()
     stop = stop or asyncio.Event()
-    clock = client.clock
     tasks: set[asyncio.Task[None]] = set()
+    t_start = client.clock.now() + lead_s if start_at is None else start_at
+    if pattern.offsets is not None:
+        paced: list[Pacer] = []  # the open loop's pacer, once made: a finished request polls it
+        flights = _flights(client, sink, stats, on_send, probe, tasks, paced)
+        await _open_loop(client, requests, pattern, pattern.offsets, t_start, stop, flights, paced)
+    else:
+        flights = _flights(client, sink, stats, on_send, None, tasks, [])
+        await _closed_loop(client, requests, pattern, t_start, start_at is not None, stop, flights, tasks)
+    await finish_in_flight(tasks, stop, grace_s, stats, hard_stop or asyncio.Event())
 
-    timed = probe is not None and pattern.offsets is not None
 
-    pacer: Pacer | None = None  # the open loop's
+class _Flights(NamedTuple):
+    """How a request goes out and comes back, for either loop."""
+
+    launch: Callable[[PreparedRequest, float], None]  # an open-loop send: its bytes, then its own task
+    one: Callable[[PreparedRequest, float], Awaitable[None]]  # a closed-loop send, awaited in its worker's task
+
+
+def _flights(
+    client: Backend,
+    sink: Callable[[RequestRecord], None],
+    stats: LiveStats,
+    on_send: OnSend | None,
+    probe: HealthProbe | None,
+    tasks: set[asyncio.Task[None]],
+    paced: list[Pacer],
+) -> _Flights:
+    """The sends of one drive: every request sent reaches `sink` as one record; `probe` (the open loop's) is told
+    how late each send started; `paced` holds the pacer a finished request polls."""
+    clock = client.clock
 
     async def finish(rec: RequestRecord, exchange: Awaitable[RequestRecord]) -> None:
         try:
@@ -147,8 +173,8 @@ async def _drive(
         finally:  # a cancelled request is recorded too, then the cancellation goes on
             stats.record(rec)
             sink(rec)
-            if pacer is not None:
-                pacer.poll()  # the loop's ready callbacks are the other place a send would wait behind
+            if paced:
+                paced[0].poll()  # the loop's ready callbacks are the other place a send would wait behind
 
     def begin(req: PreparedRequest, scheduled_at: float) -> tuple[RequestRecord, Awaitable[RequestRecord]]:
         """A request's record, and its bytes written at once where they can be (`Backend.start`)."""
@@ -160,8 +186,8 @@ async def _drive(
 
     def noted(req: PreparedRequest, scheduled_at: float, lag: float) -> None:
         """A send's bookkeeping, after its bytes (it would delay them by tens of microseconds: the ledger, a flush)."""
-        if timed:
-            probe.sent(lag)  # type: ignore[union-attr]
+        if probe is not None:
+            probe.sent(lag)
         stats.sent += 1
         if on_send is not None:
             on_send(req, scheduled_at)
@@ -183,72 +209,99 @@ async def _drive(
         finally:
             await finish(rec, exchange)
 
-    t_start = clock.now() + lead_s if start_at is None else start_at
-    if pattern.offsets is not None:
-        offsets = pattern.offsets
+    return _Flights(launch, one)
 
-        def scheduled() -> Iterator[tuple[PreparedRequest, float]]:
-            for req, offset in zip(requests, offsets, strict=False):
-                if pattern.duration is not None and offset >= pattern.duration:  # [0, duration)
-                    return
-                yield req, t_start + float(offset)
 
-        pacer = Pacer(scheduled(), launch, clock, stop)
-        # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
-        # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            client.pace(pacer.poll)
-            pacer.arm(Alarm.open(clock, pacer.poll))
-            while True:
-                pacer.poll()
-                if not pacer.pending:
-                    break
-                delay = pacer.due - clock.now()
-                if pacer.alarm is not None:  # the alarm sends; this wakes to see the schedule spent or stopped
-                    await asyncio.wait((stopper,), timeout=max(delay, 0.0) + SPENT_CHECK_S)
-                elif delay > 0:  # asyncio's timer may fire up to a millisecond early: the next turn polls again
-                    await asyncio.wait((stopper,), timeout=delay)
-                else:
-                    await asyncio.sleep(0)
-        finally:  # also when drive itself fails or is cancelled: a request still finishing launches nothing more
-            client.pace(None)
-            pacer.close()
-            stopper.cancel()
-    else:
-        assert pattern.concurrency is not None and pattern.concurrency > 0
-        queue = iter(requests)
-        gate = asyncio.Event()
-        deadline = t_start + pattern.duration if pattern.duration is not None else None
+async def _open_loop(
+    client: Backend,
+    requests: Iterable[PreparedRequest],
+    pattern: LoadPattern,
+    offsets: np.ndarray,
+    t_start: float,
+    stop: asyncio.Event,
+    flights: _Flights,
+    paced: list[Pacer],
+) -> None:
+    """Every send at its scheduled instant from `t_start`, launched by the pacer; returns when the schedule is spent
+    or stopped (requests still in flight are the caller's)."""
+    clock = client.clock
 
-        floor = pattern.min_requests or 0
-        issued = 0
+    def scheduled() -> Iterator[tuple[PreparedRequest, float]]:
+        for req, offset in zip(requests, offsets, strict=False):
+            if pattern.duration is not None and offset >= pattern.duration:  # [0, duration)
+                return
+            yield req, t_start + float(offset)
 
-        async def worker() -> None:
-            nonlocal issued
-            if pattern.barrier or start_at is not None:  # a shared start (several processes) waits for its instant
-                await gate.wait()
-            for req in queue:
-                now = clock.now()
-                if stop.is_set() or (deadline is not None and now >= deadline and issued >= floor):
-                    return
-                issued += 1
-                await one(req, now)
+    pacer = Pacer(scheduled(), flights.launch, clock, stop)
+    paced.append(pacer)
+    # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
+    # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        client.pace(pacer.poll)
+        pacer.arm(Alarm.open(clock, pacer.poll))
+        while True:
+            pacer.poll()
+            if not pacer.pending:
+                break
+            delay = pacer.due - clock.now()
+            if pacer.alarm is not None:  # the alarm sends; this wakes to see the schedule spent or stopped
+                await asyncio.wait((stopper,), timeout=max(delay, 0.0) + SPENT_CHECK_S)
+            elif delay > 0:  # asyncio's timer may fire up to a millisecond early: the next turn polls again
+                await asyncio.wait((stopper,), timeout=delay)
+            else:
+                await asyncio.sleep(0)
+    finally:  # also when drive itself fails or is cancelled: a request still finishing launches nothing more
+        client.pace(None)
+        pacer.close()
+        stopper.cancel()
 
-        workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
-        for w in workers:
-            tasks.add(w)
-            w.add_done_callback(tasks.discard)
-        await sleep_until(clock.t0 + t_start)
-        gate.set()
-        # wait for the workers to run out of requests, or for a stop
-        waiter = asyncio.create_task(stop.wait())
-        running = set(workers)
-        while running and not stop.is_set():
-            done, _ = await asyncio.wait(running | {waiter}, return_when=asyncio.FIRST_COMPLETED)
-            running -= done
-        waiter.cancel()
-    await finish_in_flight(tasks, stop, grace_s, stats, hard_stop or asyncio.Event())
+
+async def _closed_loop(
+    client: Backend,
+    requests: Iterable[PreparedRequest],
+    pattern: LoadPattern,
+    t_start: float,
+    shared_start: bool,
+    stop: asyncio.Event,
+    flights: _Flights,
+    tasks: set[asyncio.Task[None]],
+) -> None:
+    """C workers, each sending its next request the moment its last finished, from `t_start` (together with a
+    barrier, or a start shared by several processes); returns when they ran out of requests or time, or at a stop."""
+    assert pattern.concurrency is not None and pattern.concurrency > 0
+    clock = client.clock
+    queue = iter(requests)
+    gate = asyncio.Event()
+    deadline = t_start + pattern.duration if pattern.duration is not None else None
+    floor = pattern.min_requests or 0
+    issued = 0
+    one = flights.one
+
+    async def worker() -> None:
+        nonlocal issued
+        if pattern.barrier or shared_start:  # a shared start (several processes) waits for its instant
+            await gate.wait()
+        for req in queue:
+            now = clock.now()
+            if stop.is_set() or (deadline is not None and now >= deadline and issued >= floor):
+                return
+            issued += 1
+            await one(req, now)
+
+    workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
+    for w in workers:
+        tasks.add(w)
+        w.add_done_callback(tasks.discard)
+    await sleep_until(clock.t0 + t_start)
+    gate.set()
+    # wait for the workers to run out of requests, or for a stop
+    waiter = asyncio.create_task(stop.wait())
+    running = set(workers)
+    while running and not stop.is_set():
+        done, _ = await asyncio.wait(running | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+        running -= done
+    waiter.cancel()
 
 
 async def finish_in_flight(

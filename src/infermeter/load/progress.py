@@ -134,7 +134,7 @@ class Relay(io.TextIOBase):
         return self.stream.fileno()
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase's is a read-only property at run time
         return getattr(self.stream, "encoding", "utf-8")
 
     def __getattr__(self, name: str) -> Any:

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.counting import TokenCounting
-from infermeter.load.options import RunOptions
 from infermeter.load.special_tokens import special_tokens_line
 from infermeter.run_info import PromptMismatch, PromptVerification, SpecialTokens, Tokenizer
 from infermeter.workload import ids
-from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
-from infermeter.workload.traces import usable_requests
-
-MAX_DRAWN = 10_000_000  # a generated workload draws as many requests as asked (the CLI bounds a run to this)
 
 
 def prepared(
@@ -44,26 +38,6 @@ def prepared(
         yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]), n)
 
 
-def workload_size(opts: RunOptions) -> int:
-    """How many requests the workload can give: a trace's usable rows, else (a generated workload) no bound."""
-    if opts.trace is None:
-        return MAX_DRAWN
-    return usable_requests(opts.trace)
-
-
-def workload_for(opts: RunOptions, n: int, seed: int) -> tuple[Requests, dict[str, Any]]:
-    return build_requests(
-        n,
-        seed,
-        workload=opts.workload,
-        input_tokens=opts.input_tokens,
-        output_tokens=opts.output_tokens,
-        arrivals=opts.arrivals,
-        trace=opts.trace,
-        rps_scale=opts.rps_scale,
-    )
-
-
 def tokenizer_block(
     counting: TokenCounting, prompter: ExactPrompter, per_event: str, special: SpecialTokens | None = None
 ) -> Tokenizer:
@@ -85,7 +59,8 @@ async def verify_prompts(
     client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest], method: str
 ) -> PromptVerification:
     """Count a sample of the run's prompts with the server's own tokenizer, when it offers a way to ask."""
-    checked, mismatches, examples = 0, 0, []
+    checked, mismatches = 0, 0
+    examples: list[PromptMismatch] = []
     for req in sample:
         got = await client.server_token_count(prompter.render(req.prompt))
         if got is None:

@@ -18,7 +18,7 @@ import orjson
 from infermeter.client.urls import endpoint
 from infermeter.load.clock_accuracy import CACHE_S
 from infermeter.load.disclosure import is_loopback
-from infermeter.load.options import RunOptions
+from infermeter.load.target import RunTarget
 from infermeter.run_info import SoftwareVersion, Sut
 
 VERSION_TIMEOUT_S = 2.0
@@ -112,12 +112,11 @@ def software_line(versions: list[SoftwareVersion]) -> str | None:
     return "; ".join(parts + reported) or None
 
 
-async def disclose_software(sut: Sut, opts: RunOptions, headers: dict[str, str]) -> None:
+async def disclose_software(sut: Sut, target: RunTarget, declared: dict[str, str], headers: dict[str, str]) -> None:
     """Fill `sut`'s software from --software and the server's own answer (an HTTP server: the OpenAI backend's URL,
     or a gRPC target's --metrics-url); the embedded emulator's declaration stands as it is."""
-    if opts.sut.get("emulated"):
+    if target.emulated:
         return
-    http = opts.url if opts.backend == "openai" else opts.metrics_url
-    versions = software_versions(opts.software, await server_versions(http or "", headers))
+    versions = software_versions(declared, await server_versions(target.http_url or "", headers))
     sut.software_versions = versions
     sut.software = software_line(versions)

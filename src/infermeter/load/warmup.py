@@ -7,48 +7,24 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import numpy as np
-import orjson
 
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
-from infermeter.client.urls import endpoint
-from infermeter.errors import UserError
+from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.driver import LiveStats, LoadPattern, drive
-from infermeter.load.options import RunOptions
-from infermeter.load.prompts import prepared, workload_for, workload_size
+from infermeter.load.plan import WarmupPlan
+from infermeter.load.prompts import prepared
 from infermeter.records import RequestRecord
 from infermeter.run_info import Warmup
-from infermeter.secrets import redact_url
 from infermeter.workload import ids
-from infermeter.workload.build import build_requests
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
-from infermeter.workload.standard import resolve
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
 PROBE_INPUT, PROBE_OUTPUT = 32, 16
 PROBE_STABLE = 0.10  # 4.5.2: less than 10% variation across consecutive probes
 MAX_WARMUP = 100_000  # requests: the auto warm-up doubles its draw up to this to reach 10,000 output tokens
-
-
-async def discover_model(config: ClientConfig) -> str:
-    """The first model the server lists, for runs that do not name one (asked with the run's credentials)."""
-    url = endpoint(config.base_url, "/v1/models")
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
-            s.get(url, headers=config.headers()) as r,
-        ):
-            if r.status != 200:
-                hint = "check --url and the API key, or give --model"
-                raise UserError(f"could not list models at {redact_url(url)} (HTTP {r.status}): {hint}")
-            data = orjson.loads(await r.read())
-            return str(data["data"][0]["id"])
-    except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, orjson.JSONDecodeError, TypeError) as exc:
-        raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
 
 
 async def probe(client: Backend, n: int, prompter: ExactPrompter) -> float | None:
@@ -84,17 +60,30 @@ def with_run_prefixes(warm: Requests, run: Requests) -> Requests:
     )
 
 
-def _draw(opts: RunOptions, n: int, run: Requests | None) -> Requests:
+def _draw(plan: WarmupPlan, n: int, run: Requests | None) -> Requests:
     """n warm-up requests: from --warmup-workload, else the run's workload with the run's shared prefixes."""
-    if opts.warmup_workload is not None:
-        return build_requests(n, opts.seed + 1, workload=opts.warmup_workload, arrivals=opts.arrivals)[0]
-    reqs, _ = workload_for(opts, n, opts.seed + 1)
-    return reqs if run is None else with_run_prefixes(reqs, run)
+    reqs, _ = plan.source.draw(n, plan.seed + 1, plan.arrivals, plan.rps_scale)
+    return reqs if plan.own is not None or run is None else with_run_prefixes(reqs, run)
+
+
+def _requests(plan: WarmupPlan, run: Requests | None) -> Requests:
+    """The warm-up's requests: exactly `count`, or (the draft's rule) the shortest head of the workload with both
+    100 requests and 10,000 output tokens, its draw doubled until it holds them."""
+    most = plan.source.size() if plan.own is None else MAX_WARMUP  # a trace holds so many requests: at most all
+    if plan.count != -1:
+        return _draw(plan, min(plan.count, most), run)
+    n = min(WARMUP_MIN_REQUESTS, most)
+    reqs = _draw(plan, n, run)
+    while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < min(MAX_WARMUP, most):
+        n = min(n * 2, most)
+        reqs = _draw(plan, n, run)
+    enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
+    return reqs.head(max(WARMUP_MIN_REQUESTS, enough))
 
 
 async def warm_up(
     client: Backend,
-    opts: RunOptions,
+    plan: WarmupPlan,
     pattern: LoadPattern,
     stats: LiveStats,
     prompter: ExactPrompter,
@@ -108,19 +97,8 @@ async def warm_up(
     stop = stop or asyncio.Event()
     t0 = time.perf_counter()
     before = await probe(client, 0, prompter)
-    own = opts.warmup_workload is not None
-    most = workload_size(opts) if not own else MAX_WARMUP  # a trace holds so many requests: at most all of them
-    if opts.warmup == -1:
-        n = min(WARMUP_MIN_REQUESTS, most)
-        reqs = _draw(opts, n, run)
-        while int(reqs.output_tokens.sum()) < WARMUP_MIN_TOKENS and n < min(MAX_WARMUP, most):
-            n = min(n * 2, most)
-            reqs = _draw(opts, n, run)
-        # the shortest head of the workload with both 100 requests and 10,000 output tokens
-        enough = int(np.searchsorted(np.cumsum(reqs.output_tokens), WARMUP_MIN_TOKENS)) + 1
-        reqs = reqs.head(max(WARMUP_MIN_REQUESTS, enough))
-    else:
-        reqs = _draw(opts, min(int(opts.warmup or 0), most), run)
+    own = plan.own is not None
+    reqs = _requests(plan, run)
     warm_pattern = LoadPattern(
         offsets=reqs.arrival_s if pattern.offsets is not None else None,
         concurrency=pattern.concurrency,
@@ -128,7 +106,7 @@ async def warm_up(
     )
     records: list[RequestRecord] = []
     warm_requests = list(
-        prepared(reqs, opts.seed + 1, id_base=ids.WARMUP, prompter=prompter, prefix_seed=None if own else opts.seed)
+        prepared(reqs, plan.seed + 1, id_base=ids.WARMUP, prompter=prompter, prefix_seed=None if own else plan.seed)
     )
     sent: list[int] = []  # how many were sent (drive tells of each send)
     await drive(
@@ -144,17 +122,7 @@ async def warm_up(
     )
     # the queue drained when every request sent finished on its own: none without a record, none cut off at a stop
     in_flight = len(sent) - len(records) + sum(r.status == "cancelled" for r in records)
-    probes: list[float] = []
-    for k in range(1, 11):
-        if stop.is_set():
-            break
-        p = await probe(client, k, prompter)
-        if p is not None:
-            probes.append(p)
-        last = probes[-3:]
-        if len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last):
-            break
-    last = probes[-3:]
+    probes = await _probes_until_stable(client, prompter, stop)
     return Warmup(
         done=not stop.is_set(),
         requests=len(records),
@@ -164,11 +132,30 @@ async def warm_up(
         in_flight_after=in_flight,
         probe_before_s=before,
         probes_after_s=probes,
-        stable=len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last),
+        stable=_stable(probes),
         seconds=time.perf_counter() - t0,
-        workload=resolve(opts.warmup_workload).name
-        if own
+        workload=plan.source.spec.name if own and plan.source.spec is not None
         else "the run's workload (another seed), with the run's shared prefixes",
         shared_prefixes=0 if own or run is None else len(np.unique(reqs.prefix_id[reqs.prefix_id >= 0])),
         max_input_tokens=int(reqs.input_tokens.max()) if len(reqs) else None,
-    )
+    )  # fmt: skip
+
+
+def _stable(probes: list[float]) -> bool:
+    """4.5.2: the last three probes within 10% of each other."""
+    last = probes[-3:]
+    return len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last)
+
+
+async def _probes_until_stable(client: Backend, prompter: ExactPrompter, stop: asyncio.Event) -> list[float]:
+    """Up to ten probes after the warm-up's load, until three in a row agree (or a stop)."""
+    probes: list[float] = []
+    for k in range(1, 11):
+        if stop.is_set():
+            break
+        p = await probe(client, k, prompter)
+        if p is not None:
+            probes.append(p)
+        if _stable(probes):
+            break
+    return probes

@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from infermeter.errors import UserError
+from infermeter.metrics.chunk_sizes import ChunkSizes
 from infermeter.records import SCHEMA, RecordsFile, RequestRecord, read_records, read_run_info, records_to_table
 from infermeter.run_info import RunInfo, Tokenizer
 
@@ -20,6 +22,8 @@ Counting = Literal["A", "B"]  # the IETF draft's token counting options: A nativ
 
 
 BLOCK_VALUES = 1 << 20  # values per block of requests in blockwise passes: temporaries stay small
+BATCH_ROWS = 4096  # rows per batch of a list field streamed from records.parquet
+PAIR_ROWS = BATCH_ROWS // 2  # the same for two list fields streamed side by side
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,17 @@ class Ragged:
         out[has] = self.values[self.offsets[1:][has] - 1]
         return out
 
-    def diffs(self, keep: np.ndarray | None = None) -> Ragged:
+    def diffs(self, keep: np.ndarray | None = None, into: np.ndarray | None = None) -> Ragged:
         """Consecutive differences within each request (k values give k - 1 differences); with `keep`, only those
-        of the requests where it holds (the others get none).  Computed a block of requests at a time."""
+        of the requests where it holds (the others get none).  Computed a block of requests at a time, written to
+        the start of `into` when given (room enough for them), else to a new array."""
         lengths = self.lengths
         out_lengths = np.maximum(lengths - 1, 0)
         if keep is not None:
             out_lengths[~keep] = 0
-        out = Ragged.from_lengths(out_lengths, np.empty(int(out_lengths.sum()), dtype=self.values.dtype))
+        total = int(out_lengths.sum())
+        room = np.empty(total, dtype=self.values.dtype) if into is None else into[:total]
+        out = Ragged.from_lengths(out_lengths, room)
         spans = blocks(self.offsets)
         widest = max((int(self.offsets[b] - self.offsets[a]) for a, b in spans), default=0)
         scratch, take = np.empty(widest, dtype=self.values.dtype), np.empty(widest, dtype=bool)  # reused per block
@@ -92,6 +99,24 @@ class Ragged:
             t[starts[(starts > lo) & (starts < hi)] - lo - 1] = False  # one request's last, the next one's first
             np.compress(t, d, out=out.values[out.offsets[a] : out.offsets[b]])
         return out
+
+
+class _GapsOut:
+    """Differences gathered a block of requests at a time into one array sized once (`room` values at most)."""
+
+    def __init__(self, n: int, room: int) -> None:
+        self.values = np.empty(room)
+        self.lengths = np.zeros(n, dtype=np.int64)
+        self.filled = 0
+
+    def add(self, start: int, part: Ragged, keep: np.ndarray) -> None:
+        """The differences of `part`, the requests from `start` on, of those where `keep` holds."""
+        gaps = part.diffs(keep, into=self.values[self.filled :])
+        self.lengths[start : start + len(gaps.lengths)] = gaps.lengths
+        self.filled += len(gaps.values)
+
+    def ragged(self) -> Ragged:
+        return Ragged.from_lengths(self.lengths, self.values[: self.filled])
 
 
 def blocks(offsets: np.ndarray, size: int | None = None) -> list[tuple[int, int]]:
@@ -196,10 +221,10 @@ class RecordColumns:
         object.__setattr__(self, name, value)
         return value
 
-    def list_blocks(self, name: str) -> Iterator[tuple[int, Ragged]]:
+    def list_blocks(self, name: str, rows: int = BATCH_ROWS) -> Iterator[tuple[int, Ragged]]:
         """A list field (token_times, chunk_times, chunk_tokens, server_token_times) a block of requests at a time,
         as (its first request, the block): from the field when it is read already, else streamed from the records
-        without being kept."""
+        `rows` at a time without being kept."""
         field = _LISTS[name]
         if field in self.__dict__ or "_source" not in self.__dict__:
             whole: Ragged = getattr(self, field)
@@ -208,18 +233,19 @@ class RecordColumns:
                 yield a, Ragged(whole.offsets[a : b + 1] - lo, whole.values[lo:hi])
             return
         start = 0
-        for lengths, values in self.__dict__["_source"].list_batches(name):
+        for lengths, values in self.__dict__["_source"].list_batches(name, rows):
             yield start, Ragged.from_lengths(lengths, values)
             start += len(lengths)
 
     def token_ends(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each request's first and last token time (NaN without tokens)."""
+        """Each request's first and last token time (NaN without tokens).  Read on their own, the token times are
+        not differenced: ask for token_gaps first when both are wanted (one pass gives both)."""
         if "_token_ends" not in self.__dict__:
             if "tokens" in self.__dict__ or "_source" not in self.__dict__:
                 object.__setattr__(self, "_token_ends", (self.tokens.first(), self.tokens.last()))
             else:
-                self._stream_tokens()
-        return self.__dict__["_token_ends"]  # type: ignore[no-any-return]
+                self._stream_tokens(gaps=False)
+        return self.__dict__["_token_ends"]
 
     def token_gaps(self) -> Ragged:
         """ITL option B's samples: the differences of consecutive token times within each ok request."""
@@ -227,26 +253,62 @@ class RecordColumns:
             if "tokens" in self.__dict__ or "_source" not in self.__dict__:
                 object.__setattr__(self, "_token_gaps", self.tokens.diffs(self.ok))
             else:
-                self._stream_tokens()
-        return self.__dict__["_token_gaps"]  # type: ignore[no-any-return]
+                self._stream_tokens(gaps=True)
+        return self.__dict__["_token_gaps"]
 
-    def _stream_tokens(self) -> None:
-        """token_ends and token_gaps in one pass over the records' token times, which are not kept (a summary needs
-        no more of them)."""
-        source, n, ok = self.__dict__["_source"], self.n, self.ok
+    def chunk_gaps(self) -> Ragged:
+        """ITL option A's samples: the differences of consecutive content-chunk times (chunks that carried a token)
+        within each ok request."""
+        if "_chunk_gaps" not in self.__dict__:
+            if "_source" in self.__dict__ and not {"chunks", "chunk_tokens"} & self.__dict__.keys():
+                gaps = self._stream_chunk_gaps()
+            else:
+                gaps = self.chunks.select(self.chunk_tokens.values > 0).diffs(self.ok)
+            object.__setattr__(self, "_chunk_gaps", gaps)
+        return self.__dict__["_chunk_gaps"]
+
+    def _stream_tokens(self, gaps: bool) -> None:
+        """token_ends, and with `gaps` token_gaps, in one pass over the records' token times, which are not kept (a
+        summary needs no more of them)."""
+        n, ok = self.n, self.ok
         first, last = np.full(n, np.nan), np.full(n, np.nan)
-        gaps = np.empty(source.room("token_times"))
-        gap_lengths = np.zeros(n, dtype=np.int64)
-        filled = 0
+        out = _GapsOut(n, self.__dict__["_source"].room("token_times")) if gaps else None
         for start, part in self.list_blocks("token_times"):
             end = start + len(part.offsets) - 1
             first[start:end], last[start:end] = part.first(), part.last()
-            d = part.diffs(ok[start:end])
-            gaps[filled : filled + len(d.values)] = d.values
-            gap_lengths[start:end] = d.lengths
-            filled += len(d.values)
+            if out is not None:
+                out.add(start, part, ok[start:end])
         object.__setattr__(self, "_token_ends", (first, last))
-        object.__setattr__(self, "_token_gaps", Ragged.from_lengths(gap_lengths, gaps[:filled]))
+        if out is not None:
+            object.__setattr__(self, "_token_gaps", out.ragged())
+
+    def chunk_sizes(self) -> ChunkSizes:
+        """The content chunks of ok requests, counted (see ChunkSizes); option A's pass counts them on its way."""
+        if "_chunk_sizes" not in self.__dict__:
+            total = ChunkSizes()
+            for start, part in self.list_blocks("chunk_tokens"):
+                ok = self.ok[start : start + len(part.offsets) - 1]
+                total = total + ChunkSizes.of(part.values, np.repeat(ok, part.lengths))
+            object.__setattr__(self, "_chunk_sizes", total)
+        return self.__dict__["_chunk_sizes"]
+
+    def _stream_chunk_gaps(self) -> Ragged:
+        """chunk_gaps (and chunk_sizes) in one pass over the records' chunk times and sizes, read side by side and
+        not kept."""
+        ok = self.ok
+        out = _GapsOut(self.n, self.__dict__["_source"].room("chunk_times"))
+        counted = ChunkSizes()
+        rows = PAIR_ROWS  # two fields read side by side: half the rows of one, about the same bytes in flight
+        pairs = zip(self.list_blocks("chunk_times", rows), self.list_blocks("chunk_tokens", rows), strict=True)
+        for (start, times), (at, sizes) in pairs:
+            if at != start or not np.array_equal(times.offsets, sizes.offsets):
+                raise UserError("the run's records are damaged: chunk_times and chunk_tokens differ in length")
+            end = start + len(times.offsets) - 1
+            content = sizes.values > 0
+            out.add(start, times if content.all() else times.select(content), ok[start:end])
+            counted = counted + ChunkSizes.of(sizes.values, np.repeat(ok[start:end], sizes.lengths))
+        object.__setattr__(self, "_chunk_sizes", counted)
+        return out.ragged()
 
     def any_server_times(self, mask: np.ndarray) -> bool:
         """Whether any request where mask holds carries server-reported token times (reads no more of the field
@@ -297,7 +359,7 @@ class _Source(Protocol):
 
     def lists(self, name: str) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def list_batches(self, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
+    def list_batches(self, name: str, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
 
     def room(self, name: str) -> int: ...
 
@@ -317,8 +379,8 @@ class _TableSource:
         lengths = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         return lengths, arr.flatten().to_numpy(zero_copy_only=False)
 
-    def list_batches(self, name: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        yield self.lists(name)
+    def list_batches(self, name: str, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        yield self.lists(name)  # in memory already: one batch
 
     def room(self, name: str) -> int:
         return int(pc.sum(pc.list_value_length(self.table.column(name))).as_py() or 0)

@@ -76,8 +76,9 @@ def itl(cols: RecordColumns, option: ItlOption = "B") -> Ragged:
     """
     if option == "B":
         return cols.token_gaps()
-    source = content_chunks(cols) if option == "A" else token_times(cols, option)
-    return source.diffs(cols.ok)
+    if option == "A":
+        return cols.chunk_gaps()
+    return token_times(cols, option).diffs(cols.ok)
 
 
 def token_times(cols: RecordColumns, option: ItlOption = "B") -> Ragged:

@@ -9,6 +9,7 @@ kind (PLAN: the loop, the arrival process and its burstiness, a closed loop's si
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TypedDict
 
 from pydantic import ValidationError
 
@@ -21,6 +22,13 @@ PLAN = ("loop", "arrival", "burstiness", "barrier")  # what a suite's plan holds
 
 def _round(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.{SIGNIFICANT}g}")
+
+
+class _Bounds(TypedDict):
+    """A load's bounds, as LoadModel's keyword arguments."""
+
+    requests: int | None
+    duration_s: float | None
 
 
 @dataclass(frozen=True)
@@ -58,17 +66,19 @@ class LoadModel:
         )
 
     @staticmethod
-    def _bounds(info: RunInfo) -> dict[str, int | float | None]:
+    def _bounds(info: RunInfo) -> _Bounds:
         return {"requests": info.load.requests, "duration_s": _round(info.load.duration_s)}
 
     def _process(self) -> str:
         """The arrival process in the words of workload.arrivals.ArrivalSpec.describe (its one definition)."""
         try:
-            spec = ArrivalSpec(
-                kind=self.arrival,  # type: ignore[arg-type]
-                rate=self.rate,
-                burstiness=self.burstiness if self.burstiness is not None else 1.0,
-                time_scale=self.time_scale if self.time_scale is not None else 1.0,
+            spec = ArrivalSpec.model_validate(
+                {
+                    "kind": self.arrival,
+                    "rate": self.rate,
+                    "burstiness": self.burstiness if self.burstiness is not None else 1.0,
+                    "time_scale": self.time_scale if self.time_scale is not None else 1.0,
+                }
             )
         except ValidationError:  # a kind this version does not know (a newer run.json): its name
             return str(self.arrival)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as st
 
 CHUNK_CELLS = 4_000_000  # the bootstrap's largest temporary array, in elements
@@ -125,7 +126,7 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> MeanCI:
     return MeanCI(n, mean, mean - half, mean + half)
 
 
-def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
+def welch_p(a: Sequence[float] | npt.NDArray[np.float64], b: Sequence[float] | npt.NDArray[np.float64]) -> float | None:
     """Two-sided Welch t-test p-value over runs' figures; None below two values a side."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if len(x) < 2 or len(y) < 2:

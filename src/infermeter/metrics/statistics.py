@@ -186,7 +186,7 @@ def _empty() -> Stats:
         min=None,
         max=None,
         **nulls,
-        ci95=Ci95(**{pkey(p): [None, None] for p in PERCENTILES}),
+        ci95=Ci95.model_validate({pkey(p): [None, None] for p in PERCENTILES}),
         warnings=["no samples"],
     )
 

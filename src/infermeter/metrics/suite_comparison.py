@@ -8,6 +8,7 @@ command line (G1, G2...), never by a label: two systems may print alike."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -73,7 +74,7 @@ class System:
         return out
 
 
-def numeric_figures(figures: dict[str, object]) -> dict[str, float]:
+def numeric_figures(figures: Mapping[str, object]) -> dict[str, float]:
     """The figures a comparison can hold against each other: finite numbers (flags and words left out)."""
     return {
         k: float(v)

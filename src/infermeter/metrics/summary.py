@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,11 +57,11 @@ def summarize(
     n_ok = int(ok.sum())
     status_counts = Counter(cols.status[~ok].tolist()) + Counter({"ok": n_ok})  # a Python object per failure only
 
+    itl = latency.itl(cols, itl_option) if known_itl is None else None  # first: B's pass gives the token ends too
     ttft = latency.ttft(cols)
     e2e = latency.e2e(cols)
     tpot = latency.tpot(cols)
     norm = latency.normalized_latency(cols)
-    itl = latency.itl(cols, itl_option) if known_itl is None else None
     if itl is not None:
         itl_ms, max_pause, jitter = stats(itl.values, MS_PER_S), latency.max_pause(itl), latency.jitter(itl)
     else:
@@ -68,6 +69,8 @@ def summarize(
         itl_ms, max_pause, jitter = known_itl.itl_ms, known_itl.max_pause, known_itl.jitter
     start, end = measurement_window(cols)
     window = end - start
+    reported = server_timing(cols)
+    optional: dict[str, Any] = {"server_timing": reported} if reported is not None else {}  # absent, not null
 
     return Summary(
         requests=Requests(
@@ -88,7 +91,7 @@ def summarize(
         throughput=throughput(cols, window),
         goodput=_goodput(cols, slo or {}, window, ttft, tpot, max_pause, e2e),
         fluidity=None
-        if deadlines is None
+        if deadlines is None or itl is None  # (deadlines and a known ITL exclude each other: see above)
         else fluidity_block(
             latency.token_times(cols, itl_option),
             cols.submitted_at,
@@ -96,7 +99,7 @@ def summarize(
             ok,
             deadlines,
             tpot,
-            itl.values,  # type: ignore[union-attr]  (deadlines and a known ITL exclude each other)
+            itl.values,
         ),
         itl_option=itl_option,
         jitter_ms=stats(jitter, MS_PER_S),
@@ -106,7 +109,7 @@ def summarize(
         fairness=_fairness(cols, ttft, tpot, norm),
         output_tokens=stats(np.where(ok, cols.output_tokens, np.nan)),
         input_tokens=stats(np.where(ok, cols.input_tokens, np.nan)),
-        **({"server_timing": reported} if (reported := server_timing(cols)) is not None else {}),
+        **optional,
     )
 
 
@@ -155,23 +158,14 @@ def _ttft_by_bucket(cols: RecordColumns, ttft: np.ndarray) -> list[TtftBucket]:
 
 def _chunking(cols: RecordColumns) -> Chunking:
     """Delivery pattern (draft B.2.1): tokens per content chunk, and which ITL option it calls for."""
-    chunks = tokens = single = top = 0
-    for start, part in cols.list_blocks("chunk_tokens"):  # content chunks of ok requests, a block at a time
-        values = part.values
-        content = (values > 0) & np.repeat(cols.ok[start : start + len(part.offsets) - 1], part.lengths)
-        counted = int(np.count_nonzero(content))
-        if counted:
-            chunks += counted
-            tokens += int(values.sum(where=content, dtype=np.int64))
-            single += int(np.count_nonzero(content & (values == 1)))
-            top = max(top, int(values.max(where=content, initial=0)))
-    if chunks == 0:
+    sizes = cols.chunk_sizes()
+    if sizes.chunks == 0:
         return Chunking(chunks=0, tokens_per_chunk_mean=None, single_token_share=None, server_times=False)
     return Chunking(
-        chunks=chunks,
-        tokens_per_chunk_mean=tokens / chunks,
-        tokens_per_chunk_max=top,
-        single_token_share=single / chunks,
+        chunks=sizes.chunks,
+        tokens_per_chunk_mean=sizes.tokens / sizes.chunks,
+        tokens_per_chunk_max=sizes.top,
+        single_token_share=sizes.single / sizes.chunks,
         server_times=cols.any_server_times(cols.ok),
     )
 

@@ -9,7 +9,7 @@ without a version (written before versions) reads as this one.  The module impor
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
@@ -17,7 +17,7 @@ from pydantic_core.core_schema import SerializerFunctionWrapHandler
 from infermeter.errors import UserError
 from infermeter.run_info import ClientHealth, validation_problem
 
-SUMMARY_SCHEMA = "infermeter.summary/2"
+SUMMARY_SCHEMA: Final = "infermeter.summary/2"
 READS = (None, SUMMARY_SCHEMA)  # None: summary.json before versions, the same keys
 
 

@@ -3,6 +3,8 @@ target was infermeter's own emulator), and how well each scheduling policy expla
 
 from __future__ import annotations
 
+from typing import SupportsFloat
+
 from infermeter.engine.calibration import Calibration
 from infermeter.engine.config import EngineConfig
 from infermeter.report.tables import fmt_ms, grid
@@ -23,7 +25,9 @@ def true_value(engine: EngineConfig, parameter: str) -> float:
     value: object = engine
     for part in parameter.split("."):
         value = getattr(value, part)
-    return float(value)  # type: ignore[arg-type]
+    if not isinstance(value, SupportsFloat):
+        raise TypeError(f"{parameter} is not a number: {value!r}")
+    return float(value)
 
 
 def parameter_table(cal: Calibration, truth: EngineConfig | None = None) -> tuple[list[str], list[list[str]]]:

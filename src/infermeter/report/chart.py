@@ -1,72 +1,12 @@
-"""A plot as data: traces, axis titles with units, and marked points, independent of the drawing library.  Suites
-keep their charts in suite.json this way; the HTML report draws them with plotly.js (`plotly_figure`)."""
+"""A chart (infermeter.chart: a plot as data) drawn as a plotly.js figure for the HTML report (`plotly_figure`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from infermeter.chart import Chart, Trace
 
-TraceKind = Literal["line", "markers", "lines+markers", "step", "bar", "histogram", "box"]
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
-
-
-class Trace(BaseModel):
-    """One series.  `x`/`y` hold None where a line breaks (a timeline draws many segments as one trace); a box
-    trace gives its five figures in `box` (min, P25, P50, P75, max) instead of samples."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    kind: TraceKind = "line"
-    x: list[float | str | None] = Field(default_factory=list)
-    y: list[float | str | None] = Field(default_factory=list)
-    row: int = 1  # the panel of a chart with stacked panels on one shared x axis (1 = top)
-    secondary: bool = False  # drawn against the right-hand y axis
-    color: str | None = None
-    dash: bool = False
-    width: float | None = None
-    text: list[str] | None = None  # hover text per point
-    box: list[float] | None = None
-    orientation: Literal["v", "h"] = "v"
-
-    def points(self) -> int:
-        """How many points the trace draws (a box counts as one)."""
-        if self.kind == "box":
-            return 1
-        if self.kind == "histogram":
-            return len(self.x) or len(self.y)
-        return sum(v is not None for v in self.x) if self.x else len(self.y)
-
-
-class Mark(BaseModel):
-    """A vertical (x) or horizontal (y) line with a label: a knee, a saturation point, an SLO bound."""
-
-    model_config = ConfigDict(extra="forbid")
-    label: str
-    x: float | None = None
-    y: float | None = None
-    row: int = 1
-
-
-class Chart(BaseModel):
-    """One figure: stacked panels (`panels` y titles, top first) share the x axis, e.g. throughput, in-flight
-    requests and the server's gauges over the run's time."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    title: str
-    x_title: str
-    panels: list[str]  # y axis title of each panel, with units
-    y2_title: str | None = None
-    traces: list[Trace] = Field(default_factory=list)
-    marks: list[Mark] = Field(default_factory=list)
-    x_log: bool = False
-    y_log: bool = False
-    note: str = ""  # a line under the figure: a verdict, a fit, what was left out
-    height: int | None = None
-
-    def points(self) -> int:
-        return sum(t.points() for t in self.traces)
 
 
 def _axis_name(kind: str, index: int) -> str:
@@ -75,6 +15,14 @@ def _axis_name(kind: str, index: int) -> str:
 
 def plotly_figure(chart: Chart) -> dict[str, Any]:
     """The chart as a plotly.js figure ({"data", "layout"}), panels stacked top to bottom on one x axis."""
+    layout = _layout(chart)
+    data = [_trace(t, i, len(chart.panels)) for i, t in enumerate(chart.traces)]
+    layout["shapes"], layout["annotations"] = _marks(chart)
+    return {"data": data, "layout": layout}
+
+
+def _layout(chart: Chart) -> dict[str, Any]:
+    """The figure's title, legend and axes: the panels' y axes stacked on one x axis, the right-hand one if any."""
     n = len(chart.panels)
     gap = 0.04 if n > 1 else 0.0
     span = (1.0 - gap * (n - 1)) / n
@@ -116,7 +64,11 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
             "showgrid": False,
             "anchor": "x",
         }
-    data = [_trace(t, i, n) for i, t in enumerate(chart.traces)]
+    return layout
+
+
+def _marks(chart: Chart) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The marks as dotted lines (shapes) and their labels (annotations): vertical at an x, horizontal at a y."""
     shapes, notes = [], []
     for k, m in enumerate(chart.marks):
         yref = _axis_name("y", m.row)
@@ -152,8 +104,7 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
                     "font": {"size": 11},
                 }
             )
-    layout["shapes"], layout["annotations"] = shapes, notes
-    return {"data": data, "layout": layout}
+    return shapes, notes
 
 
 def _line(xref: str, yref: str, at: float, span: tuple[int, int] | None) -> dict[str, Any]:

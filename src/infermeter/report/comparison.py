@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from infermeter.chart import Chart, Trace
 from infermeter.metrics.checklist import Finding
 from infermeter.metrics.comparison import ALPHA, METRICS, MIN_DELTA, MIN_EFFECT, RUN_FIGURES, Comparison
 from infermeter.metrics.significance import mean_ci
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.console import itl_name
 from infermeter.report.document import Document, Section
 from infermeter.report.run_charts import cdf_trace
 from infermeter.report.tables import fmt_num, grid
-from infermeter.suites.framework import Table
+from infermeter.suite_result import Table
 
 RULE = (
     f"significant: the per-request test rejects at {ALPHA:g} after Holm's correction across the tests of this table "

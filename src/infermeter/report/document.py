@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from infermeter.report.chart import Chart
-from infermeter.suites.framework import Table
+from infermeter.chart import Chart
+from infermeter.suite_result import Table
 
 
 @dataclass

@@ -8,15 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infermeter.metrics import RecordColumns
-from infermeter.metrics.summary_model import Summary
+from infermeter.metrics.summary_model import Stats, Summary
 from infermeter.records import RunInfo
 from infermeter.report import console
 from infermeter.report.document import Document, Section
 from infermeter.report.run_charts import run_charts
 from infermeter.report.suite import QUICK_BANNER, suite_sections
-from infermeter.report.tables import fmt_ms, fmt_pct
-from infermeter.suites.common import as_table
-from infermeter.suites.framework import SuiteResult, Table
+from infermeter.report.tables import as_table, fmt_ms, fmt_pct
+from infermeter.suite_result import SuiteResult, Table
 
 
 def _identification(info: RunInfo) -> Section:
@@ -56,7 +55,7 @@ def _configuration(info: RunInfo, summary: Summary) -> Section:
 def _results(summary: Summary) -> Section:
     t, r = summary.throughput, summary.requests
 
-    def pair(name: str, s) -> str:  # type: ignore[no-untyped-def]
+    def pair(name: str, s: Stats) -> str:
         return f"{name} P50 / P99: {fmt_ms(s.p50)} / {fmt_ms(s.p99)}"
 
     bullets = [

@@ -16,7 +16,7 @@ import orjson
 from infermeter import __version__
 from infermeter.errors import UserError
 from infermeter.report.chart import plotly_figure
-from infermeter.report.document import Document
+from infermeter.report.document import Document, Section
 
 TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(
     """<!doctype html>
@@ -130,7 +130,7 @@ def render_html(doc: Document) -> str:
     dom = {id(c): f"chart-{i}-{c.id}" for i, c in enumerate(charts)}
     figures = {dom[id(c)]: plotly_figure(c) for c in charts}
 
-    def render_section(section, level):  # type: ignore[no-untyped-def]
+    def render_section(section: Section, level: int) -> jinja2.utils.markupsafe.Markup:
         return jinja2.utils.markupsafe.Markup(
             SECTION.render(
                 section=section, level=level, dom_id=lambda c: dom[id(c)], cls=_class, render_section=render_section

@@ -4,7 +4,7 @@ points to the HTML report, which draws it."""
 from __future__ import annotations
 
 from infermeter.report.document import Document, Section
-from infermeter.suites.framework import Table
+from infermeter.suite_result import Table
 
 
 def _cell(text: str) -> str:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from infermeter.chart import Chart, Mark, Trace
 from infermeter.metrics import RecordColumns
 from infermeter.metrics.fluidity import MISS_CURVE_MS, Layout, decode_gaps, request_gaps
 from infermeter.metrics.latency import itl, max_pause, token_times, ttft
 from infermeter.metrics.modality import modality
 from infermeter.metrics.summary_model import Summary
-from infermeter.report.chart import Chart, Mark, Trace
 from infermeter.report.console import itl_name
 
 CDF_POINTS = 1000
@@ -99,18 +99,18 @@ def ttft_charts(cols: RecordColumns, summary: Summary) -> list[Chart]:
             color="#9ecae1",
         )
     ]
-    buckets = [b for b in summary.ttft_by_input_tokens if b.p50 is not None]
-    if buckets:
-        mids = [float(np.median(cols.input_tokens[ok & _in_bucket(cols.input_tokens, b.bucket)])) for b in buckets]
+    p50s = [(b.bucket, b.p50) for b in summary.ttft_by_input_tokens if b.p50 is not None]
+    if p50s:
+        mids = [float(np.median(cols.input_tokens[ok & _in_bucket(cols.input_tokens, bucket)])) for bucket, _ in p50s]
         by_len.append(
             Trace(
                 name="P50 of its length bucket",
                 kind="lines+markers",
                 x=_r(np.array(mids), 1),
-                y=[round(b.p50, 3) for b in buckets],
+                y=[round(p50, 3) for _, p50 in p50s],
                 color="#d62728",
             )
-        )  # type: ignore[arg-type]
+        )
     charts.append(
         Chart(
             id="ttft-by-input",

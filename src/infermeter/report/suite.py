@@ -9,7 +9,7 @@ from infermeter.report.console import ITL_OPTION_NAMES, counting_text, itl_name,
 from infermeter.report.document import Section
 from infermeter.report.tables import grid
 from infermeter.run_info import RunInfo
-from infermeter.suites.framework import SuiteResult, Table
+from infermeter.suite_result import SuiteResult, Table
 
 NOT_DECLARED = "not declared"
 QUICK_BANNER = (

@@ -18,7 +18,7 @@ from infermeter.report.comparison import comparison_document, comparison_text, f
 from infermeter.report.document import Document, Section
 from infermeter.report.suite import QUICK_BANNER, suite_sections
 from infermeter.run_info import RunInfo
-from infermeter.suites.framework import SuiteResult, Table
+from infermeter.suite_result import SuiteResult, Table
 
 FIGURE_RULE = (
     f"significant: Welch's t-test over the repeats rejects at {ALPHA:g} after Holm's correction across the figures "

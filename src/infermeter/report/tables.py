@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from infermeter.suite_result import Table
+
 
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None) -> str:
     """Render a table exactly as the draft's examples are drawn; the caption goes centred below."""
@@ -45,3 +47,12 @@ def fmt_num(value: float | None, digits: int = 2) -> str:
 
 def fmt_pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def as_table(text: str) -> Table:
+    """A table the console module drew with `grid` (one definition of each of the draft's tables), as cells for a
+    suite or a report."""
+    lines = text.splitlines()
+    cells = [[c.strip() for c in ln.strip().strip("|").split(" | ")] for ln in lines if ln.startswith("|")]
+    caption = lines[-1].strip() if lines and not lines[-1].startswith(("|", "+")) else ""
+    return Table(caption=caption, headers=cells[0], rows=cells[1:])

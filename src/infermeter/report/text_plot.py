@@ -52,9 +52,9 @@ def curve(x: list[float], y: list[float], caption: str, width: int = 50, height:
         grid[row][col] = "*"
     label = len(f"{y1:.0f}")
     lines = [caption]
-    for i, row in enumerate(grid):
+    for i, cells in enumerate(grid):
         tick = f"{y1:.0f}" if i == 0 else (f"{y0:.0f}" if i == height - 1 else "")
-        lines.append(f"  {tick.rjust(label)} |{''.join(row)}")
+        lines.append(f"  {tick.rjust(label)} |{''.join(cells)}")
     lines.append(f"  {' ' * label} +{'-' * width}")
     lines.append(f"  {' ' * label}  {x0:.0f}{f'{x1:.0f}'.rjust(width - len(f'{x0:.0f}'))}")
     return "\n".join(lines)

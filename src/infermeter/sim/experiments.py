@@ -22,6 +22,7 @@ from infermeter.engine.batching import DynamicNoBinsConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.multi_bin import MultiBinConfig, workload_bins
 from infermeter.engine.registry import scheduler_config
+from infermeter.engine.scheduler import SchedulerConfig
 from infermeter.errors import UserError
 from infermeter.sim.bins import predicted_outputs
 from infermeter.sim.run import sim_block
@@ -186,6 +187,7 @@ def method_config(base: EngineConfig, exp: Experiment, requests: Requests, seed:
     """
     mb = base.scheduler
     assert isinstance(mb, MultiBinConfig), "a sweep's base engine runs multi_bin_dynamic"
+    scheduler: SchedulerConfig
     if exp.method == "multi_bin_dynamic":
         prompts = requests.input_tokens.astype(np.int64)
         k_bins = mb.model_copy(update={"bins": exp.bins, "edges": None, "bin_b_max": None})

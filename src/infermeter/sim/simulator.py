@@ -117,12 +117,12 @@ def simulate(
     n = len(requests)
     overhead = config.api_overhead
     closed = concurrency is not None
-    if closed:
+    if concurrency is not None:
         sent = np.full(n, np.nan)
-        sent[: min(int(concurrency), n)] = 0.0  # type: ignore[arg-type]
+        sent[: min(int(concurrency), n)] = 0.0
         arrivals = sent + overhead
         order = None  # workload order
-        waiting = min(int(concurrency), n)  # type: ignore[arg-type]
+        waiting = min(int(concurrency), n)
     else:  # nothing changes these: they may be the workload's own arrays (no copies of n values)
         sent = requests.arrival_s.astype(float, copy=False) if len(requests.arrival_s) == n else np.zeros(n)
         arrivals = sent + overhead if overhead else sent
@@ -136,14 +136,19 @@ def simulate(
     config, bins, predicted = plan.config, plan.bins, plan.predicted
     classes = requests.request_class
     pool = build_engines(config, engines)
-    whole = TokenLog() if sink is None else None  # every row, kept until the end
-    log: TokenLog | EmissionSink = whole if whole is not None else sink  # type: ignore[assignment]
+    whole: TokenLog | None = None
+    log: TokenLog | EmissionSink
+    if sink is None:
+        whole = log = TokenLog()  # every row, kept until the end
+    else:
+        log = sink
     first_scheduled = np.full(n, np.nan)
     preemptions = np.zeros(n, dtype=np.int64)
     rejected: dict[int, str] = {}
     if sink is not None:
         sink.start(sent, rejected)
-    first_view, preempt_view = memoryview(first_scheduled), memoryview(preemptions)  # fast scalar stores
+    # fast scalar stores; cast through bytes to the float view its type checker knows takes floats
+    first_view, preempt_view = first_scheduled.data.cast("B").cast("d"), preemptions.data
     heap: list[tuple[float, int, int]] = []  # (time, engine index, tie-breaker)
     live = np.zeros(engines, dtype=np.int64)  # requests inside each engine (queued or running)
     shared = config.scheduler.shares_queue
@@ -291,7 +296,11 @@ def simulate(
     unfinished = [e for e in pool if e.has_work()]
     assert not unfinished, "simulation ended with work left in an engine"
     emissions = whole.rows(n) if whole is not None else None
-    ends = emissions.ends() if emissions is not None else log.close()  # type: ignore[union-attr]
+    if emissions is not None:
+        ends = emissions.ends()
+    else:
+        assert sink is not None
+        ends = sink.close()
     if bins is None and isinstance(shared_queue, MultiBinDynamic):  # learned online: the values in force at the end
         bins = shared_queue.bins()
     return SimOutcome(

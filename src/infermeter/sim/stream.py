@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from infermeter.metrics.columns import Ragged
 from infermeter.records import JOURNAL, LATER_FIELDS, RECORDS, ROW_GROUP, SCHEMA
-from infermeter.sim.tokens import Emissions, ItlSamples, TokenEnds
+from infermeter.sim.tokens import Emissions, ItlSamples, TokenEnds, joined
 from infermeter.workload.spec import Requests
 
 Mode = Literal["full", "endpoints"]
@@ -215,11 +215,10 @@ class RecordStream:
         order = np.argsort(owner[out], kind="stable")  # rows came in time order: each request stays in time order
         lo = self.written
         rows = Emissions(hi - lo, owner[out][order] - lo, first[out][order], interval[out][order], count[out][order])
-        kept = [a[~out].tobytes() for a in (owner, first, interval, count)]
+        owner_kept, first_kept, interval_kept, count_kept = (a[~out].tobytes() for a in (owner, first, interval, count))
         del owner, first, interval, count  # release the buffers before replacing them
-        self.owner, self.first, self.interval, self.count = (array(t) for t in "qddq")
-        for buf, raw in zip((self.owner, self.first, self.interval, self.count), kept, strict=True):
-            buf.frombytes(raw)
+        self.owner, self.count = array("q", owner_kept), array("q", count_kept)
+        self.first, self.interval = array("d", first_kept), array("d", interval_kept)
         self.write_rows(lo, rows)
 
     # ----- writing
@@ -244,8 +243,7 @@ class RecordStream:
         served = np.ones(rows.n, dtype=bool)
         served[[i - lo for i, _ in rejected]] = False
         inside, between = rows.itl_parts()
-        joined = (np.concatenate([a, b]) for a, b in zip(inside, between, strict=True))
-        kept, jitter, max_pause = request_itl(tuple(joined), served)  # type: ignore[arg-type]
+        kept, jitter, max_pause = request_itl(joined(inside, between), served)
         self._jitter[lo : lo + rows.n], self._max_pause[lo : lo + rows.n] = jitter, max_pause
         _, value, weight = kept
         k = int(np.count_nonzero(served[inside[0]]))  # the kept samples inside runs come first

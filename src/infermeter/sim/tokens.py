@@ -116,9 +116,7 @@ class Emissions:
 
     def itl_weighted(self) -> ItlSamples:
         """Both parts of `itl_parts` in one: inside runs, then between runs."""
-        inside, between = self.itl_parts()
-        owner, value, weight = (np.concatenate([a, b]) for a, b in zip(inside, between, strict=True))
-        return owner, value, weight
+        return joined(*self.itl_parts())
 
     def requests(self, lo: int, hi: int) -> Emissions:
         """The rows of requests lo .. hi - 1, renumbered from 0."""
@@ -127,3 +125,9 @@ class Emissions:
 
 
 ItlSamples = tuple[np.ndarray, np.ndarray, np.ndarray]  # owner, value, weight
+
+
+def joined(first: ItlSamples, then: ItlSamples) -> ItlSamples:
+    """Two sets of ITL samples as one: `first`'s, then `then`'s."""
+    owner, value, weight = (np.concatenate([a, b]) for a, b in zip(first, then, strict=True))
+    return owner, value, weight

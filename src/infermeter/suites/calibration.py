@@ -10,7 +10,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 import numpy as np
@@ -200,6 +200,44 @@ def kv_capacity(samples: list[tuple[float, float]], times: list[np.ndarray], pro
     return float(np.median(estimates)) if estimates else None
 
 
+@dataclass
+class Probing:
+    """One probe of a server under way: the prober, the plan and its deadline (time.monotonic), where each stage says
+    what it did, and what the stages found so far (ProbeData's fields)."""
+
+    probe: Prober
+    plan: ProbePlan
+    deadline: float
+    say: Callable[[str], None]
+    notes: list[str] = field(default_factory=list)
+    prefill: list[PrefillPoint] = field(default_factory=list)
+    decode: list[DecodePoint] = field(default_factory=list)
+    turns: list[Turnaround] = field(default_factory=list)
+    mixing: list[Interference] = field(default_factory=list)
+    peak: int = 1
+    most_sent: int = 1
+    kv: float | None = None
+    held_most: int = 0  # the KV tokens held where `kv` was estimated: the most held, the most precise
+    kv_source: str = "not measured"
+    cache: PrefixCacheProbe | None = None
+
+    def data(self, source: str, duration_s: float) -> ProbeData:
+        return ProbeData(
+            source=source,
+            prefill=self.prefill,
+            decode=self.decode,
+            turnarounds=self.turns,
+            interference=self.mixing,
+            largest_batch=max(self.peak, 1),
+            most_sent=self.most_sent,
+            kv_capacity_tokens=None if self.kv is None else round(self.kv),
+            kv_capacity_source=self.kv_source,
+            prefix_cache=self.cache,
+            duration_s=duration_s,
+            notes=self.notes,
+        )
+
+
 async def probe_server(
     config: ClientConfig,
     plan: ProbePlan,
@@ -211,7 +249,6 @@ async def probe_server(
 ) -> ProbeData:
     """Measure the server; `say` gets one line per stage; `metrics_url` is where /metrics lives (the base URL)."""
     t0 = time.monotonic()
-    deadline = t0 + plan.budget_s
     if declared is None:
         declared = await declared_tokenizer(
             config.base_url if backend == "openai" else None, config.model, config.headers()
@@ -224,113 +261,120 @@ async def probe_server(
     seed = secrets.randbits(32)
     probe = Prober(client, ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=seed), clock,
                    counting.method == "A")  # fmt: skip
-    notes: list[str] = []
-    prefill: list[PrefillPoint] = []
-    decode: list[DecodePoint] = []
-    turns: list[Turnaround] = []
-    mixing: list[Interference] = []
-    peak, most_sent = 1, 1
-    kv: float | None = None
-    held_most = 0
-    kv_source = "not measured"
-    cache: PrefixCacheProbe | None = None
+    run = Probing(probe, plan, t0 + plan.budget_s, say)
     try:
-        warm = await probe.one(probe.prepare(plan.short_prompt, 2))
-        if warm.status != "ok":
-            raise UserError(f"the server refused the probe's first request: {warm.error or warm.status}")
-        # and once at the longest length, unmeasured: a server's first long prompt sizes its buffers (llama.cpp's
-        # first 256-token prefill after an idle spell ran 25% slower than the next on two cores)
-        await probe.one(probe.prepare(max(plan.lengths), 2))
-        # isolated prompts: every length once, then again, so a cut by the budget still leaves each length measured
-        ttfts: dict[int, list[float]] = {}
-        for rep in range(plan.repeats):
-            for length in plan.lengths:
-                if time.monotonic() > deadline:
-                    break
-                rec = await probe.one(probe.prepare(length, 2))
-                if rec.status == "ok" and rec.token_times:
-                    ttfts.setdefault(probe.prompt_tokens(rec, length), []).append(rec.token_times[0] - rec.submitted_at)
-                elif rep == 0:
-                    notes.append(f"a {length}-token prompt failed ({rec.error or rec.status}): longer ones skipped")
-                    break
-        prefill = [PrefillPoint(prompt_tokens=n, ttft_s=float(np.median(v))) for n, v in sorted(ttfts.items())]
-        say(f"isolated prompts: {len(prefill)} lengths, {sum(map(len, ttfts.values()))} requests")
+        await warm_up(probe, plan)
+        await isolated_prompts(run)
         gauge = KvGauge(metrics_url or config.base_url, clock, config.headers())
-        for prompt, rungs, long in (
-            (plan.short_prompt, plan.ladder, False),
-            (plan.long_prompt, plan.long_ladder, True),
-        ):
-            last_seen = 0
-            for c in rungs:
-                if time.monotonic() > deadline:
-                    notes.append(
-                        f"the time budget ({plan.budget_s:.0f} s) ended the probe before {c} x {prompt} tokens"
-                    )
-                    break
-                stop = asyncio.Event()
-                watcher = asyncio.create_task(gauge.watch(stop)) if long and gauge and gauge.available else None
-                recs = await probe.together(prompt, c, plan.decode_tokens)
-                stop.set()
-                if watcher is not None:
-                    await watcher
-                ok = [r for r in recs if r.status == "ok" and r.token_times]
-                if len(ok) < len(recs):
-                    notes.append(f"{len(recs) - len(ok)} of {c} requests with {prompt}-token prompts failed")
-                times = [np.asarray(r.token_times) for r in ok]
-                prompts = [probe.prompt_tokens(r, prompt) for r in ok]
-                decode += decode_points(times, prompts, sent=[r.submitted_at for r in ok])
-                if streaming_peak(times) == 1:
-                    turns += turnarounds(times, prompts)
-                peak = max(peak, streaming_peak(times))
-                most_sent = max(most_sent, c)
-                if watcher is not None and gauge is not None and gauge.samples:
-                    est = kv_capacity(gauge.samples, times, prompts)
-                    gauge.samples.clear()
-                    if est is not None and c * prompt >= held_most:  # the most KV held: the most precise
-                        kv, held_most = est, c * prompt
-                        kv_source = "tokens held / the KV usage gauge of /metrics"
-                seen = streaming_peak(times)
-                say(f"{c} together, {prompt}-token prompts: {seen} streaming at most")
-                # the server queued some and its running batch stopped growing: sending more shows nothing new,
-                # except to a one-at-a-time server more turnarounds after short prompts (where the prefill
-                # subtracted, and so its error, is small).  A batch that still grew goes on: a server that admits
-                # requests a step or two apart runs fewer than it was sent at first, yet batches more when sent more
-                one_at_a_time = seen == 1 and not long
-                if seen < c and seen <= last_seen and not (one_at_a_time and len(turns) < MIN_SHORT_TURNS):
-                    break
-                last_seen = seen
-            # right after the short prompts, before the long ones can spend the budget (--quick's 50 s ran out
-            # before it when this came last)
-            alone = [p.step_s for p in decode if p.batch == 1]
-            if not long and peak > 1 and alone and prefill and time.monotonic() < deadline:
-                mixing = await measure_interference(probe, plan, prefill, min(alone))
-                say(f"a prompt sent while another decodes: {len(mixing)} of {INTERFERENCE_REPEATS} measured")
-        if time.monotonic() < deadline:
-            rid = ids.request_id(ids.PREFILL, 10**6)
-            first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
-            second = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
-            if first.status == second.status == "ok" and first.token_times and second.token_times:
-                cache = PrefixCacheProbe(
-                    prompt_tokens=probe.prompt_tokens(first, plan.long_prompt),
-                    first_ttft_s=first.token_times[0] - first.submitted_at,
-                    second_ttft_s=second.token_times[0] - second.submitted_at,
-                )
-                say(f"prefix cache: {'present' if cache.present else 'absent'}")
-        if gauge is None or not gauge.available:
-            notes.append("the server has no KV usage gauge in /metrics: kv_capacity_tokens is not calibrated")
+        await ladders(run, gauge)
+        if time.monotonic() < run.deadline:
+            await prefix_cache(run)
+        if not gauge.available:
+            run.notes.append("the server has no KV usage gauge in /metrics: kv_capacity_tokens is not calibrated")
     finally:
         await client.close()
-    return ProbeData(
-        source=config.base_url,
-        prefill=prefill,
-        decode=decode,
-        turnarounds=turns,
-        interference=mixing,
-        largest_batch=max(peak, 1),
-        most_sent=most_sent,
-        kv_capacity_tokens=None if kv is None else round(kv),
-        kv_capacity_source=kv_source,
-        prefix_cache=cache,
-        duration_s=time.monotonic() - t0,
-        notes=notes,
-    )
+    return run.data(config.base_url, time.monotonic() - t0)
+
+
+async def warm_up(probe: Prober, plan: ProbePlan) -> None:
+    """One short prompt (refused: the probe ends) and one at the longest length, neither measured."""
+    warm = await probe.one(probe.prepare(plan.short_prompt, 2))
+    if warm.status != "ok":
+        raise UserError(f"the server refused the probe's first request: {warm.error or warm.status}")
+    # and once at the longest length, unmeasured: a server's first long prompt sizes its buffers (llama.cpp's
+    # first 256-token prefill after an idle spell ran 25% slower than the next on two cores)
+    await probe.one(probe.prepare(max(plan.lengths), 2))
+
+
+async def isolated_prompts(run: Probing) -> None:
+    """The prefill points: each length's median TTFT sent alone.  Every length once, then again, so a cut by the
+    budget still leaves each length measured."""
+    probe, plan = run.probe, run.plan
+    ttfts: dict[int, list[float]] = {}
+    for rep in range(plan.repeats):
+        for length in plan.lengths:
+            if time.monotonic() > run.deadline:
+                break
+            rec = await probe.one(probe.prepare(length, 2))
+            if rec.status == "ok" and rec.token_times:
+                ttfts.setdefault(probe.prompt_tokens(rec, length), []).append(rec.token_times[0] - rec.submitted_at)
+            elif rep == 0:
+                run.notes.append(f"a {length}-token prompt failed ({rec.error or rec.status}): longer ones skipped")
+                break
+    run.prefill = [PrefillPoint(prompt_tokens=n, ttft_s=float(np.median(v))) for n, v in sorted(ttfts.items())]
+    run.say(f"isolated prompts: {len(run.prefill)} lengths, {sum(map(len, ttfts.values()))} requests")
+
+
+async def ladders(run: Probing, gauge: KvGauge) -> None:
+    """The short prompts' ladder, then a prompt sent while another decodes (interference), then the long prompts'
+    ladder (context cost, the KV gauge)."""
+    plan = run.plan
+    for prompt, rungs, long in (
+        (plan.short_prompt, plan.ladder, False),
+        (plan.long_prompt, plan.long_ladder, True),
+    ):
+        await ladder(run, gauge, prompt, rungs, long)
+        # right after the short prompts, before the long ones can spend the budget (--quick's 50 s ran out
+        # before it when this came last)
+        alone = [p.step_s for p in run.decode if p.batch == 1]
+        if not long and run.peak > 1 and alone and run.prefill and time.monotonic() < run.deadline:
+            run.mixing = await measure_interference(run.probe, plan, run.prefill, min(alone))
+            run.say(f"a prompt sent while another decodes: {len(run.mixing)} of {INTERFERENCE_REPEATS} measured")
+
+
+async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ...], long: bool) -> None:
+    """`prompt`-token prompts sent together, `rungs` at a time in turn: decode points, turnarounds of a one-at-a-time
+    server, the largest running batch and, with `long` prompts, the KV capacity from the gauge."""
+    probe, plan = run.probe, run.plan
+    last_seen = 0
+    for c in rungs:
+        if time.monotonic() > run.deadline:
+            run.notes.append(f"the time budget ({plan.budget_s:.0f} s) ended the probe before {c} x {prompt} tokens")
+            break
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(gauge.watch(stop)) if long and gauge and gauge.available else None
+        recs = await probe.together(prompt, c, plan.decode_tokens)
+        stop.set()
+        if watcher is not None:
+            await watcher
+        ok = [r for r in recs if r.status == "ok" and r.token_times]
+        if len(ok) < len(recs):
+            run.notes.append(f"{len(recs) - len(ok)} of {c} requests with {prompt}-token prompts failed")
+        times = [np.asarray(r.token_times) for r in ok]
+        prompts = [probe.prompt_tokens(r, prompt) for r in ok]
+        run.decode += decode_points(times, prompts, sent=[r.submitted_at for r in ok])
+        if streaming_peak(times) == 1:
+            run.turns += turnarounds(times, prompts)
+        run.peak = max(run.peak, streaming_peak(times))
+        run.most_sent = max(run.most_sent, c)
+        if watcher is not None and gauge is not None and gauge.samples:
+            est = kv_capacity(gauge.samples, times, prompts)
+            gauge.samples.clear()
+            if est is not None and c * prompt >= run.held_most:  # the most KV held: the most precise
+                run.kv, run.held_most = est, c * prompt
+                run.kv_source = "tokens held / the KV usage gauge of /metrics"
+        seen = streaming_peak(times)
+        run.say(f"{c} together, {prompt}-token prompts: {seen} streaming at most")
+        # the server queued some and its running batch stopped growing: sending more shows nothing new,
+        # except to a one-at-a-time server more turnarounds after short prompts (where the prefill
+        # subtracted, and so its error, is small).  A batch that still grew goes on: a server that admits
+        # requests a step or two apart runs fewer than it was sent at first, yet batches more when sent more
+        one_at_a_time = seen == 1 and not long
+        if seen < c and seen <= last_seen and not (one_at_a_time and len(run.turns) < MIN_SHORT_TURNS):
+            break
+        last_seen = seen
+
+
+async def prefix_cache(run: Probing) -> None:
+    """One long prompt sent twice: a second TTFT well under the first's shows a prefix cache."""
+    probe, plan = run.probe, run.plan
+    rid = ids.request_id(ids.PREFILL, 10**6)
+    first = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
+    second = await probe.one(probe.prepare(plan.long_prompt, 2, rid))
+    if first.status == second.status == "ok" and first.token_times and second.token_times:
+        run.cache = PrefixCacheProbe(
+            prompt_tokens=probe.prompt_tokens(first, plan.long_prompt),
+            first_ttft_s=first.token_times[0] - first.submitted_at,
+            second_ttft_s=second.token_times[0] - second.submitted_at,
+        )
+        run.say(f"prefix cache: {'present' if run.cache.present else 'absent'}")

@@ -20,9 +20,9 @@ import orjson
 from infermeter import resumable
 from infermeter.errors import UserError
 from infermeter.metrics import RecordColumns, Summary, summarize
+from infermeter.metrics.slo import Slo
 from infermeter.records import holds_run, read_run_info
 from infermeter.suites.lab import completed
-from infermeter.suites.slo import Slo
 
 SETTINGS = "search.json"  # what the probes were measured under: a resumed search must be the same search
 

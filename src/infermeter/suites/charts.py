@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from infermeter.chart import Chart, Mark, Trace
 from infermeter.metrics.summary_model import Summary
-from infermeter.report.chart import Chart, Mark, Trace
 
 PERCENTILES = (50.0, 95.0, 99.0)
 COLORS = {50.0: "#1f77b4", 90.0: "#2ca02c", 95.0: "#ff7f0e", 99.0: "#d62728"}  # a percentile keeps its colour

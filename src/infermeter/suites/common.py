@@ -3,6 +3,7 @@ requirements on sample counts and durations that recur across section 5."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,8 @@ from infermeter.config.section import Flag
 from infermeter.errors import UserError
 from infermeter.metrics.summary_model import Stats
 from infermeter.report.tables import fmt_ms, fmt_pct
-from infermeter.suites.framework import SUITE_JSON, Requirement, SuiteParams, Table
+from infermeter.suite_result import SUITE_JSON, Level, Requirement
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Run
 
 EMULATOR_RATE = 20.0  # req/s: the embedded emulator's default engine carries it with room to spare
@@ -51,21 +53,21 @@ def percentiles_row(name: str, stats: Stats, ps: tuple[float, ...] = (50.0, 95.0
     return [name, *[fmt_ms(stats.percentile(p)) for p in ps]]
 
 
-def requirement(level: str, section: str, text: str, met: bool | None, reason: str) -> Requirement:
-    return Requirement(level=level, section=section, text=text, met=met, reason=reason)  # type: ignore[arg-type]
+def requirement(level: Level, section: str, text: str, met: bool | None, reason: str) -> Requirement:
+    return Requirement(level=level, section=section, text=text, met=met, reason=reason)
 
 
-def not_verifiable(level: str, section: str, text: str, why: str) -> Requirement:
+def not_verifiable(level: Level, section: str, text: str, why: str) -> Requirement:
     """A requirement the runs cannot show met or unmet (the evidence cannot exist here), with why."""
     return requirement(level, section, text, None, why)
 
 
-def at_least(level: str, section: str, text: str, have: float, need: float, unit: str) -> Requirement:
+def at_least(level: Level, section: str, text: str, have: float, need: float, unit: str) -> Requirement:
     """A minimum the draft sets (samples, seconds, requests), met or not, with both figures."""
     return requirement(level, section, text, have >= need, f"{have:g} {unit} (the draft asks for >= {need:g})")
 
 
-def headline(figures: dict[str, Any], units: dict[str, str]) -> dict[str, str]:
+def headline(figures: Mapping[str, object], units: dict[str, str]) -> dict[str, str]:
     """The figures a comparison of suites holds side by side (`units`: name or name prefix -> unit), those present."""
     out = {}
     for name in figures:
@@ -77,11 +79,3 @@ def headline(figures: dict[str, Any], units: dict[str, str]) -> dict[str, str]:
 
 def success(run: Run) -> str:
     return fmt_pct(run.summary.requests.success_rate)
-
-
-def as_table(text: str) -> Table:
-    """A table the console module drew (one definition of each of the draft's tables), as cells for a suite."""
-    lines = text.splitlines()
-    cells = [[c.strip() for c in ln.strip().strip("|").split(" | ")] for ln in lines if ln.startswith("|")]
-    caption = lines[-1].strip() if lines and not lines[-1].startswith(("|", "+")) else ""
-    return Table(caption=caption, headers=cells[0], rows=cells[1:])

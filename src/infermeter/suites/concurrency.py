@@ -14,9 +14,10 @@ from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.columns import RecordColumns
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import search_chart
 from infermeter.suites.common import headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.search import bisect
 from infermeter.suites.throughput import small_engine

@@ -10,15 +10,15 @@ from infermeter.load.clock_accuracy import NTP_ACCURACY_MS
 from infermeter.load.disclosure import SINGLE_MACHINE
 from infermeter.load.warmup import PROBE_STABLE, WARMUP_MIN_REQUESTS, WARMUP_MIN_TOKENS
 from infermeter.run_info import ClockAccuracy, RunInfo, Warmup
-from infermeter.suites.framework import Requirement
+from infermeter.suite_result import Level, Requirement
 
 NOT_DECLARED = "not declared"
 Verdict = tuple[bool | None, str]
 NO_RUNS: Verdict = (None, "no run was made: nothing to judge")
 
 
-def _req(level: str, section: str, text: str, judged: Verdict) -> Requirement:
-    return Requirement(level=level, section=section, text=text, met=judged[0], reason=judged[1])  # type: ignore[arg-type]
+def _req(level: Level, section: str, text: str, judged: Verdict) -> Requirement:
+    return Requirement(level=level, section=section, text=text, met=judged[0], reason=judged[1])
 
 
 def _over(infos: Sequence[RunInfo], one: Callable[[RunInfo], Verdict], met_text: str) -> Verdict:
@@ -243,7 +243,13 @@ def _non_content(infos: Sequence[RunInfo]) -> Verdict:
 def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requirement]:
     """The MUSTs and SHOULDs that hold for every test, each judged from the runs.  A declared cold start (--warmup
     off) is judged by 4.5.3 instead of 4.5.1 and 4.5.2."""
-    req = [
+    return [*declarations(infos, quick), *warmup_requirements(infos), *clock_and_network(infos)]
+
+
+def declarations(infos: Sequence[RunInfo], quick: bool) -> list[Requirement]:
+    """What the runs declared (4.1-4.4, 4.8.1, 5.1.2.3), the procedure's length (5) and whether the client kept its
+    schedule (4.2.5)."""
+    return [
         _req(
             "MUST",
             "5",
@@ -310,6 +316,12 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
             _over(infos, _special, "{first}"),
         ),
     ]
+
+
+def warmup_requirements(infos: Sequence[RunInfo]) -> list[Requirement]:
+    """The warm-up (4.5.1, 4.5.2) of the runs that had one, and the cold-start declaration (4.5.3) of those that
+    did not; none of either when no run was made."""
+    req: list[Requirement] = []
     warm = [i for i in infos if i.warmup.cold_start is not True]
     cold = [i for i in infos if i.warmup.cold_start is True]
     if warm:
@@ -339,7 +351,12 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
                 _over(cold, lambda i: _cold(i.warmup), "{n} cold-start runs: {first}"),
             )
         )
-    req += [
+    return req
+
+
+def clock_and_network(infos: Sequence[RunInfo]) -> list[Requirement]:
+    """The clocks (4.7.2), the network round trip (4.7.3) and what TTFT measures past non-content events (5.1.3.1)."""
+    return [
         _req(
             "MUST",
             "4.7.2",
@@ -366,4 +383,3 @@ def common_requirements(infos: Sequence[RunInfo], quick: bool) -> list[Requireme
             _non_content(infos),
         ),
     ]
-    return req

@@ -12,8 +12,9 @@ from infermeter import resumable
 from infermeter.errors import UserError
 from infermeter.records import holds_run
 from infermeter.run_info import wall_clock_iso
+from infermeter.suite_result import SUITE_JSON, RunRef, SuiteResult
 from infermeter.suites.disclosures import common_requirements
-from infermeter.suites.framework import SUITE_JSON, RunRef, Suite, SuiteParams, SuiteResult, verdict
+from infermeter.suites.framework import Suite, SuiteParams, verdict
 from infermeter.suites.lab import Lab
 
 SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite

@@ -10,17 +10,18 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 
+from infermeter.chart import Chart
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
 from infermeter.metrics.latency import tpot, ttft
-from infermeter.report.chart import Chart
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import box_trace
 from infermeter.suites.common import at_least, headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.probe import Capacity, emulator_capacity
 from infermeter.units import MS_PER_S
@@ -347,7 +348,8 @@ def _skewed(run: Run) -> bool:
         c = got.get(name, {})
         for side, ref in (("input", skewed.input), ("output", skewed.output)):
             d = c.get(side, {})
-            if d.get("kind") != "lognormal" or (d.get("mu"), d.get("sigma")) != (ref.mu, ref.sigma):  # type: ignore[union-attr]
+            same = isinstance(ref, LogNormal) and (d.get("mu"), d.get("sigma")) == (ref.mu, ref.sigma)
+            if d.get("kind") != "lognormal" or not same:
                 return False
     return True
 

@@ -16,8 +16,9 @@ from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.metrics.columns import RecordColumns
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.common import headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.workload.distributions import MAX_LENGTH
 
@@ -62,7 +63,7 @@ class BatchFigures:
 
 
 def _flat(values: list[int] | list[list[int]]) -> list[int]:
-    return checks.flat(values) if values and isinstance(values[0], list) else list(values)  # type: ignore[arg-type]
+    return checks.flat(values)
 
 
 def batch_figures(cols: RecordColumns) -> BatchFigures:

@@ -11,16 +11,18 @@ from typing import Annotated, Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics import latency
 from infermeter.metrics.columns import RecordColumns
-from infermeter.report.chart import PALETTE, Chart, Trace
+from infermeter.report.chart import PALETTE
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.common import headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.probe import emulator_capacity
 from infermeter.suites.throughput import Search, ThroughputParams, search_levels, small_engine
@@ -209,81 +211,17 @@ class GuardrailSuite:
         return Measured(capacity, levels, runs, searches)
 
     def analyze(self, measured: Measured, params: GuardrailParams) -> Analysis:
-        runs, levels = measured.runs, measured.levels
-        tables, figures, findings = [], {"capacity_req_s": measured.capacity}, []
-        findings.append(
+        t13, latency_figures = table13(measured)
+        overheads, overhead_figures = paired_overheads(measured)
+        t14, impact_figures = table14(measured)
+        figures: dict[str, Any] = {"capacity_req_s": measured.capacity}
+        figures |= latency_figures | overhead_figures | impact_figures
+        findings = [
             f"the baseline's capacity {measured.capacity:g} req/s (its 5.2 search); every configuration is loaded at "
-            + ", ".join(f"{pct}% = {rate_at(measured, pct)}" for pct in levels)
-        )
-        for pct in levels:
-            rows = []
-            for name, by_level in runs.items():
-                s = by_level[pct].summary
-                rows.append(
-                    [
-                        CONFIGS[name],
-                        *[fmt_ms(s.ttft_ms.percentile(q)) for q in (50, 95, 99)],
-                        *[fmt_ms(s.e2e_ms.percentile(q)) for q in (50, 95, 99)],
-                    ]
-                )
-                figures[f"{name}_ttft_p50_ms_{pct}"] = s.ttft_ms.p50
-                figures[f"{name}_e2e_p50_ms_{pct}"] = s.e2e_ms.p50
-            tables.append(
-                Table(
-                    caption=f"Table 13: Guardrail Overhead at {pct}% of capacity ({rate_at(measured, pct)})",
-                    headers=["Configuration", "TTFT P50", "TTFT P95", "TTFT P99", "E2E P50", "E2E P95", "E2E P99"],
-                    rows=rows,
-                )
-            )
-        overheads = (
-            ("input", latency.ttft, "input_filter_overhead_ms", "Input filter overhead", "of TTFT"),
-            ("output", latency.e2e, "output_filter_overhead_ms", "Output filter overhead", "end to end"),
-            ("full", latency.e2e, "total_overhead_ms", "Total guardrail overhead", "end to end"),
-        )
-        mid = levels[len(levels) // 2]
-        for name, metric, key, label, what in overheads:
-            if name not in runs:
-                continue
-            at = {pct: paired_overhead_ms(runs["baseline"][pct], runs[name][pct], metric) for pct in levels}
-            for pct, over in at.items():
-                figures[f"{key}_{pct}"] = over
-            figures[key] = at[mid]
-            shown = ", ".join(f"{pct}%: {'n/a' if v is None else f'{v:.1f} ms'}" for pct, v in at.items())
-            findings.append(f"{label} {what} (median over the same requests, paired): {shown}")
-        base = measured.searches["baseline"].sustainable
-        base_tput = base.steady.output_tok_s if base is not None else None
-        t14 = []
-        for name, search in measured.searches.items():
-            best = search.sustainable
-            tput = best.steady.output_tok_s if best is not None else None
-            cut = tput / base_tput - 1 if tput is not None and base_tput else None
-            t14.append(
-                [
-                    CONFIGS[name],
-                    "n/a" if tput is None else f"{tput:.0f} tok/s",
-                    "n/a" if best is None else f"{best.offered:g} req/s",
-                    "-" if name == "baseline" else fmt_pct(cut),
-                ]
-            )
-            figures[f"{name}_max_output_tok_s"] = tput
-            if name != "baseline":
-                figures[f"{name}_throughput_reduction"] = cut
-        tables.append(
-            Table(
-                caption="Table 14: Throughput Impact",
-                headers=["Configuration", "Max Throughput", "Sustainable Load", "Reduction"],
-                rows=t14,
-                notes=[
-                    "max throughput: each configuration's own capacity search (the draft's 5.2: the highest load not "
-                    "saturated), output tokens per second of its steady window"
-                ],
-            )
-        )
-        refusals = [getattr(r.info.stream, "refusals", None) for by in runs.values() for r in by.values()]
-        findings.append(
-            "requests refused by a guardrail: "
-            + (str(sum(r for r in refusals if r is not None)) if None not in refusals else "not counted for some runs")
-        )
+            + ", ".join(f"{pct}% = {rate_at(measured, pct)}" for pct in measured.levels),
+            *overheads,
+            refusals_finding(measured.runs),
+        ]
         units = {
             "capacity_req_s": "req/s",
             "input_filter_overhead_ms_": "ms",
@@ -294,11 +232,11 @@ class GuardrailSuite:
             "full_throughput_reduction": "share",
         } | {f"{name}_max_output_tok_s": "tok/s" for name in CONFIGS}
         return Analysis(
-            tables=tables,
+            tables=[*t13, t14],
             findings=findings,
             figures=figures,
             headline=headline(figures, units),
-            charts=[_chart(runs, levels)],
+            charts=[_chart(measured.runs, measured.levels)],
         )
 
     def requirements(
@@ -361,6 +299,100 @@ class GuardrailSuite:
 
 def rate_at(measured: Measured, pct: int) -> str:
     return f"{measured.capacity * pct / 100:.4g} req/s"
+
+
+def table13(measured: Measured) -> tuple[list[Table], dict[str, Any]]:
+    """Table 13 at each load level (TTFT and E2E P50/P95/P99 per configuration), and each configuration's TTFT and
+    E2E medians at each level by name."""
+    tables: list[Table] = []
+    figures: dict[str, Any] = {}
+    for pct in measured.levels:
+        rows = []
+        for name, by_level in measured.runs.items():
+            s = by_level[pct].summary
+            rows.append(
+                [
+                    CONFIGS[name],
+                    *[fmt_ms(s.ttft_ms.percentile(q)) for q in (50, 95, 99)],
+                    *[fmt_ms(s.e2e_ms.percentile(q)) for q in (50, 95, 99)],
+                ]
+            )
+            figures[f"{name}_ttft_p50_ms_{pct}"] = s.ttft_ms.p50
+            figures[f"{name}_e2e_p50_ms_{pct}"] = s.e2e_ms.p50
+        tables.append(
+            Table(
+                caption=f"Table 13: Guardrail Overhead at {pct}% of capacity ({rate_at(measured, pct)})",
+                headers=["Configuration", "TTFT P50", "TTFT P95", "TTFT P99", "E2E P50", "E2E P95", "E2E P99"],
+                rows=rows,
+            )
+        )
+    return tables, figures
+
+
+def paired_overheads(measured: Measured) -> tuple[list[str], dict[str, Any]]:
+    """Each filter's overhead over the baseline (paired_overhead_ms) at every level, in words and by name (the
+    figure without a level suffix is the middle level's)."""
+    overheads = (
+        ("input", latency.ttft, "input_filter_overhead_ms", "Input filter overhead", "of TTFT"),
+        ("output", latency.e2e, "output_filter_overhead_ms", "Output filter overhead", "end to end"),
+        ("full", latency.e2e, "total_overhead_ms", "Total guardrail overhead", "end to end"),
+    )
+    runs, levels = measured.runs, measured.levels
+    mid = levels[len(levels) // 2]
+    findings: list[str] = []
+    figures: dict[str, Any] = {}
+    for name, metric, key, label, what in overheads:
+        if name not in runs:
+            continue
+        at = {pct: paired_overhead_ms(runs["baseline"][pct], runs[name][pct], metric) for pct in levels}
+        for pct, over in at.items():
+            figures[f"{key}_{pct}"] = over
+        figures[key] = at[mid]
+        shown = ", ".join(f"{pct}%: {'n/a' if v is None else f'{v:.1f} ms'}" for pct, v in at.items())
+        findings.append(f"{label} {what} (median over the same requests, paired): {shown}")
+    return findings, figures
+
+
+def table14(measured: Measured) -> tuple[Table, dict[str, Any]]:
+    """Table 14 (Throughput Impact): each configuration's maximum throughput from its own capacity search and its
+    reduction from the baseline's, as a table and by name."""
+    base = measured.searches["baseline"].sustainable
+    base_tput = base.steady.output_tok_s if base is not None else None
+    rows: list[list[str]] = []
+    figures: dict[str, Any] = {}
+    for name, search in measured.searches.items():
+        best = search.sustainable
+        tput = best.steady.output_tok_s if best is not None else None
+        cut = tput / base_tput - 1 if tput is not None and base_tput else None
+        rows.append(
+            [
+                CONFIGS[name],
+                "n/a" if tput is None else f"{tput:.0f} tok/s",
+                "n/a" if best is None else f"{best.offered:g} req/s",
+                "-" if name == "baseline" else fmt_pct(cut),
+            ]
+        )
+        figures[f"{name}_max_output_tok_s"] = tput
+        if name != "baseline":
+            figures[f"{name}_throughput_reduction"] = cut
+    table = Table(
+        caption="Table 14: Throughput Impact",
+        headers=["Configuration", "Max Throughput", "Sustainable Load", "Reduction"],
+        rows=rows,
+        notes=[
+            "max throughput: each configuration's own capacity search (the draft's 5.2: the highest load not "
+            "saturated), output tokens per second of its steady window"
+        ],
+    )
+    return table, figures
+
+
+def refusals_finding(runs: dict[str, dict[int, Run]]) -> str:
+    """How many requests a guardrail refused over every run (4.8.1), or that some run did not count them."""
+    refusals = [getattr(r.info.stream, "refusals", None) for by in runs.values() for r in by.values()]
+    return "requests refused by a guardrail: " + (
+        str(sum(r for r in refusals if r is not None)) if None not in refusals else "not counted for some runs"
+    )
 
 
 def paired_overhead_ms(base: Run, other: Run, metric: Callable[[RecordColumns], np.ndarray]) -> float | None:

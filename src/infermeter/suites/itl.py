@@ -4,12 +4,14 @@ distributions, the P99/P50 tail ratio, and per level a modality verdict and the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import Field
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
@@ -18,12 +20,12 @@ from infermeter.metrics.latency import content_chunks, itl, token_times
 from infermeter.metrics.modality import METHOD, modality
 from infermeter.metrics.tail import METHOD as TAIL_METHOD
 from infermeter.metrics.tail import tail_shape
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.console import ITL_OPTION_NAMES, itl_name, table6_itl
-from infermeter.report.tables import fmt_ms, fmt_num
+from infermeter.report.tables import as_table, fmt_ms, fmt_num
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import COLORS, percentile_traces
-from infermeter.suites.common import as_table, at_least, from_flag, headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.common import at_least, from_flag, headline, requirement
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.probe import Capacity, emulator_capacity
 from infermeter.suites.throughput import small_engine
@@ -108,84 +110,23 @@ class ItlSuite:
 
     def analyze(self, measured: dict[str, Any], params: ItlParams) -> Analysis:
         sat: Capacity = measured["saturation"]
-        tables, findings, figures = [], [f"saturation {sat.rate:g} req/s: {sat.source}"], {}
-        figures["saturation_req_s"] = sat.rate
-        rows = []
-        names = set()
+        tables: list[Table] = []
+        findings = [f"saturation {sat.rate:g} req/s: {sat.source}"]
+        figures: dict[str, Any] = {"saturation_req_s": sat.rate}
+        rows: list[list[str]] = []
+        names: set[str] = set()
         for pct, run in measured["runs"]:
-            s = run.summary
-            name = itl_name(s.itl_option)
-            names.add(name)
-            samples = itl(run.columns(), s.itl_option).values * MS_PER_S
-            mode, tail = modality(samples), tail_shape(samples)
-            ratio = s.itl_ms.p99 / s.itl_ms.p50 if s.itl_ms.p50 and s.itl_ms.p99 else None
-            t6 = as_table(table6_itl(s))
-            t6.caption = f"{t6.caption}, {pct}% of saturation"
-            tables.append(t6)
-            rows.append(
-                [
-                    f"{pct}%",
-                    fmt_ms(s.itl_ms.p50),
-                    fmt_ms(s.itl_ms.p99),
-                    fmt_num(ratio),
-                    *[fmt_ms(s.jitter_ms.percentile(p)) for p in (50, 95, 99)],
-                    *[fmt_ms(s.max_pause_ms.percentile(p)) for p in (50, 95, 99)],
-                    mode.verdict,
-                    tail.kind,
-                ]
-            )
-            findings.append(f"{pct}% of saturation: {name} {mode.describe()}; tail {tail.describe()}")
-            figures[f"itl_p50_ms_{pct}"] = s.itl_ms.p50
-            figures[f"itl_p99_p50_ratio_{pct}"] = ratio
-            figures[f"modality_{pct}"] = mode.verdict
-            figures[f"tail_{pct}"] = tail.kind
-            figures[f"tail_shape_{pct}"] = tail.xi
+            level = itl_level(pct, run)
+            names.add(level.name)
+            tables.append(level.table6)
+            rows.append(level.row)
+            findings.append(level.finding)
+            figures.update(level.figures)
         label = " / ".join(sorted(names)) or "ITL"
-        tables.append(
-            Table(
-                caption="Per-request jitter and maximum pause (draft 5.4.4.2), tail ratio, modality and tail (5.4.4.3)",
-                headers=[
-                    "Load",
-                    f"{label} P50",
-                    f"{label} P99",
-                    "P99/P50",
-                    "Jitter P50",
-                    "Jitter P95",
-                    "Jitter P99",
-                    "Max pause P50",
-                    "Max pause P95",
-                    "Max pause P99",
-                    "Modality",
-                    "Tail",
-                ],
-                rows=rows,
-                notes=[f"modality: {METHOD}", f"tail: {TAIL_METHOD}"],
-            )
-        )
+        tables.append(jitter_table(label, rows))
         methods = {ITL_OPTION_NAMES[r.summary.itl_option] for _, r in measured["runs"]}
         findings.append(f"{label} measured with {', '.join(sorted(methods))} (draft 4.6.3); TTFT is never a sample")
-        pcts = [float(pct) for pct, _ in measured["runs"]]
-        summaries = [run.summary for _, run in measured["runs"]]
-        chart = Chart(
-            id="itl-levels",
-            title=f"{label} and per-request maximum pause against load (draft 5.4)",
-            x_title="load (% of saturation)",
-            panels=[f"{label} (ms)", "max pause per request (ms)"],
-            traces=[
-                *percentile_traces(pcts, summaries, "itl", 1, (50.0, 95.0, 99.0), label),
-                *[
-                    Trace(
-                        name=f"max pause P{p:g}",
-                        kind="lines+markers",
-                        x=pcts,
-                        row=2,
-                        color=COLORS[p],
-                        y=[s.max_pause_ms.percentile(p) for s in summaries],
-                    )
-                    for p in (50.0, 99.0)
-                ],
-            ],
-        )
+        chart = itl_chart(label, measured["runs"])
         units = {"saturation_req_s": "req/s", "itl_p50_ms_": "ms", "itl_p99_p50_ratio_": "ratio"}
         return Analysis(
             tables=tables, findings=findings, figures=figures, headline=headline(figures, units), charts=[chart]
@@ -239,6 +180,97 @@ class ItlSuite:
                 ", ".join(f"{p}%" for p in done),
             ),
         ]
+
+
+@dataclass(frozen=True)
+class ItlLevel:
+    """One load level's ITL analysis: its Table 6, its row of the jitter table, its finding and its figures."""
+
+    name: str  # the ITL's name under the run's option (itl_name)
+    table6: Table
+    row: list[str]
+    finding: str
+    figures: dict[str, Any]
+
+
+def itl_level(pct: int, run: Run) -> ItlLevel:
+    """A level's Table 6, its ITL percentiles, tail ratio, jitter and maximum pause, modality verdict and tail class."""
+    s = run.summary
+    name = itl_name(s.itl_option)
+    samples = itl(run.columns(), s.itl_option).values * MS_PER_S
+    mode, tail = modality(samples), tail_shape(samples)
+    ratio = s.itl_ms.p99 / s.itl_ms.p50 if s.itl_ms.p50 and s.itl_ms.p99 else None
+    t6 = as_table(table6_itl(s))
+    t6.caption = f"{t6.caption}, {pct}% of saturation"
+    row = [
+        f"{pct}%",
+        fmt_ms(s.itl_ms.p50),
+        fmt_ms(s.itl_ms.p99),
+        fmt_num(ratio),
+        *[fmt_ms(s.jitter_ms.percentile(p)) for p in (50, 95, 99)],
+        *[fmt_ms(s.max_pause_ms.percentile(p)) for p in (50, 95, 99)],
+        mode.verdict,
+        tail.kind,
+    ]
+    figures = {
+        f"itl_p50_ms_{pct}": s.itl_ms.p50,
+        f"itl_p99_p50_ratio_{pct}": ratio,
+        f"modality_{pct}": mode.verdict,
+        f"tail_{pct}": tail.kind,
+        f"tail_shape_{pct}": tail.xi,
+    }
+    finding = f"{pct}% of saturation: {name} {mode.describe()}; tail {tail.describe()}"
+    return ItlLevel(name, t6, row, finding, figures)
+
+
+def jitter_table(label: str, rows: list[list[str]]) -> Table:
+    """The levels' per-request jitter and maximum pause, tail ratio, modality and tail (5.4.4.2-3), `label` the ITL's
+    name."""
+    return Table(
+        caption="Per-request jitter and maximum pause (draft 5.4.4.2), tail ratio, modality and tail (5.4.4.3)",
+        headers=[
+            "Load",
+            f"{label} P50",
+            f"{label} P99",
+            "P99/P50",
+            "Jitter P50",
+            "Jitter P95",
+            "Jitter P99",
+            "Max pause P50",
+            "Max pause P95",
+            "Max pause P99",
+            "Modality",
+            "Tail",
+        ],
+        rows=rows,
+        notes=[f"modality: {METHOD}", f"tail: {TAIL_METHOD}"],
+    )
+
+
+def itl_chart(label: str, runs: list[tuple[int, Run]]) -> Chart:
+    """ITL percentiles and the per-request maximum pause's against load, one point per level."""
+    pcts = [float(pct) for pct, _ in runs]
+    summaries = [run.summary for _, run in runs]
+    return Chart(
+        id="itl-levels",
+        title=f"{label} and per-request maximum pause against load (draft 5.4)",
+        x_title="load (% of saturation)",
+        panels=[f"{label} (ms)", "max pause per request (ms)"],
+        traces=[
+            *percentile_traces(pcts, summaries, "itl", 1, (50.0, 95.0, 99.0), label),
+            *[
+                Trace(
+                    name=f"max pause P{p:g}",
+                    kind="lines+markers",
+                    x=pcts,
+                    row=2,
+                    color=COLORS[p],
+                    y=[s.max_pause_ms.percentile(p) for s in summaries],
+                )
+                for p in (50.0, 99.0)
+            ],
+        ],
+    )
 
 
 def gaps_expected(run: Run) -> int:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -18,12 +19,16 @@ from infermeter.config.run import RunConfig
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.errors import ExitCode, Stopped, UserError
+from infermeter.load.target import Endpoint
 from infermeter.metrics import RecordColumns, Summary, summarize
 from infermeter.metrics.fluidity import parse_deadlines
 from infermeter.metrics.summary_model import parse_summary
 from infermeter.records import RECORDS, SUMMARY, read_run_info
 from infermeter.run_info import RunInfo
 from infermeter.workload.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from infermeter.distributed.tasks import TaskMap
 
 RUNS = "runs"
 WORKLOADS = "workloads"
@@ -95,7 +100,7 @@ class Lab:
         self.console = console
         self.runs: list[Run] = []
         self._stack = contextlib.ExitStack()
-        self._running: tuple[str, str, dict[str, Any], str] | None = None  # config json, url, sut, metrics url
+        self._running: tuple[str, Endpoint] | None = None  # the emulator's configuration (JSON), where it serves
 
     @property
     def embedded(self) -> bool:
@@ -121,7 +126,7 @@ class Lab:
             path.write_text(text)
         return str(path.resolve())
 
-    def simulations(self):  # type: ignore[no-untyped-def]
+    def simulations(self) -> AbstractContextManager[TaskMap]:
         """A TaskMap for the suite's simulations: dask tasks with --workers / --cluster, else this process."""
         from infermeter.distributed.tasks import task_map
 
@@ -154,7 +159,7 @@ class Lab:
         except ValueError as exc:
             raise UserError(f"the suite built an invalid run configuration: {exc}") from None
 
-    def endpoint(self) -> tuple[str, dict[str, Any], str]:
+    def endpoint(self) -> Endpoint:
         """The target for work that is not a run (a calibration probe): its URL, SUT declaration and /metrics base."""
         # a URL target needs no load to be reached (a run configuration without one does not validate)
         return self._target(self.base if self.base.target.url is not None else self.config(), fresh=False)
@@ -179,11 +184,9 @@ class Lab:
         return run
 
     def _measure(self, cfg: RunConfig, run_dir: Path, fresh: bool) -> None:
-        from infermeter.load.run import benchmark
+        from infermeter.conduct.run import conduct
 
-        opts = cfg.options(run_dir, self.progress)
-        opts.url, opts.sut, opts.metrics_url = self._target(cfg, fresh)
-        result = _run_async(benchmark(opts))
+        result = _run_async(conduct(cfg, self._target(cfg, fresh), run_dir, self.progress))
         if result.stopped is not None or result.disk_failure is not None:
             why = result.disk_failure or result.stopped
             raise Stopped(
@@ -192,24 +195,24 @@ class Lab:
                 STOP_CODES.get(str(result.stopped), ExitCode.INCOMPLETE),
             )
 
-    def _target(self, cfg: RunConfig, fresh: bool) -> tuple[str, dict[str, Any], str]:
+    def _target(self, cfg: RunConfig, fresh: bool) -> Endpoint:
         """The URL to load, the SUT declaration and the /metrics base URL; starts or restarts the emulator."""
         if cfg.target.url is not None:
-            return cfg.target.url, {}, cfg.target.url
+            return Endpoint(cfg.target.url, {}, cfg.target.url)
         emu = cfg.emulator or EmulatorConfig()
         if cfg.target.backend == "grpc":
             emu = emu.model_copy(update={"grpc_port": 0})
         key = emu.model_dump_json()
         if self._running is not None and self._running[0] == key and not fresh:
-            return self._running[1], self._running[2], self._running[3]
+            return self._running[1]
         self.close()
         self._stack = contextlib.ExitStack()
         from infermeter.emulator.process import emulator_process
 
         process = self._stack.enter_context(emulator_process(emu, pin_cpus=True))
         url = process.grpc_target if cfg.target.backend == "grpc" and process.grpc_target else process.url
-        self._running = (key, url, sut_declaration(emu), process.url)
-        return url, self._running[2], process.url
+        self._running = (key, Endpoint(url, sut_declaration(emu), process.url))
+        return self._running[1]
 
 
 def _run_async(coro: Any) -> Any:

@@ -10,16 +10,17 @@ from typing import Annotated, Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
 from infermeter.metrics.curves import ScalingFit, scaling_fit
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.common import at_least, headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.workload.distributions import MAX_LENGTH, Fixed, Uniform
 from infermeter.workload.spec import RequestClass, WorkloadSpec
@@ -63,7 +64,7 @@ SHORT = WorkloadSpec(
 
 
 def _ints(values: list[int] | list[list[int]]) -> list[int]:
-    return sorted(set(checks.flat(values) if values and isinstance(values[0], list) else values))  # type: ignore[arg-type]
+    return sorted(set(checks.flat(values)))
 
 
 def _chart(runs: list[tuple[int, Run]], fit: ScalingFit) -> Chart:
@@ -142,7 +143,8 @@ class LongContextSuite:
     def procedure(self, lab: Lab, params: LongContextParams) -> dict[str, Any]:
         kept, skipped = self.lengths(lab, params)
         warm = params.warmup_workload or lab.workload("short-context-warm-up", SHORT)
-        runs, throughput = [], {}
+        runs: list[tuple[int, Run]] = []
+        throughput: dict[int, dict[int, Run]] = {}
         for n in kept:
             work = {"workload": lab.workload(f"long-context-{n}", self.workload(n, params))}
             for c in sorted({params.concurrency, *_ints(params.throughput_concurrency)}):

@@ -11,19 +11,20 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.errors import UserError
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import percentile_traces
 from infermeter.suites.common import at_least, from_flag, headline, requirement
 from infermeter.suites.concurrency import SUITE as CAPACITY
 from infermeter.suites.concurrency import CapacityParams
 from infermeter.suites.execute import load_result
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.tradeoff import from_suite
 

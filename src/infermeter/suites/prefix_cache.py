@@ -10,16 +10,17 @@ from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics.compared import request_hash
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import COLORS
 from infermeter.suites.common import headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.probe import completion_rate
 from infermeter.suites.throughput import small_engine
@@ -185,78 +186,14 @@ class PrefixCacheSuite:
         return Measured(runs, capacity, rate, source)
 
     def analyze(self, measured: Measured, params: PrefixParams) -> Analysis:
-        rows, figures = [], {}
-        runs = measured.runs
-        base = runs["disabled"].summary
         off, on = (measured.capacity[k].summary.throughput.output_tok_s for k in ("disabled", "enabled"))
         gain = on / off - 1 if off else None
-        for name, label in CONFIGS.items():
-            s = runs[name].summary
-            hit = hit_rate(runs[name])
-            cut = (base.ttft_ms.p50 - s.ttft_ms.p50) / base.ttft_ms.p50 if base.ttft_ms.p50 and s.ttft_ms.p50 else None
-            rows.append(
-                [
-                    label,
-                    fmt_ms(s.ttft_ms.p50),
-                    fmt_ms(s.ttft_ms.p95),
-                    fmt_ms(s.ttft_ms.p99),
-                    fmt_pct(cut) if name != "disabled" else "-",
-                    fmt_pct(hit),
-                ]
-            )
-            figures[f"{name}_ttft_p50_ms"] = s.ttft_ms.p50
-            figures[f"{name}_ttft_reduction"] = cut if name != "disabled" else None
-            figures[f"{name}_hit_rate"] = hit
+        rows, figures = table10_rows(measured.runs)
         figures.update(capacity_disabled_output_tok_s=off, capacity_enabled_output_tok_s=on, throughput_change=gain)
         c = params.capacity_concurrency
-        tables = [
-            Table(
-                caption="Table 10: Cache Effectiveness",
-                headers=["Configuration", "TTFT P50", "TTFT P95", "TTFT P99", "TTFT reduction (P50)", "Cache hit rate"],
-                rows=rows,
-                notes=[
-                    f"TTFT runs: open loop at {measured.rate:g} req/s ({measured.rate_source})",
-                    "hit rate: prompt tokens served from the cache, from the server's metrics",
-                    "cold: a fresh server whose warm-up sent none of the run's shared prefixes; warm: the warm-up sent "
-                    "them first",
-                ],
-            ),
-            Table(
-                caption="Throughput at capacity (draft 5.7.4: throughput improvement)",
-                headers=["Configuration", "Output tok/s", "Request/s", "Change"],
-                rows=[
-                    [
-                        label,
-                        f"{measured.capacity[k].summary.throughput.output_tok_s:.0f}",
-                        f"{measured.capacity[k].summary.throughput.req_s:.2f}",
-                        "-" if k == "disabled" else fmt_pct(gain),
-                    ]
-                    for k, label in (("disabled", "Cache Disabled"), ("enabled", "Cache Enabled"))
-                ],
-                notes=[f"closed loop at concurrency {c}, {params.capacity_requests} requests per configuration"],
-            ),
-        ]
+        tables = [table10(measured, rows), capacity_table(measured, params, gain)]
         findings = [f"{r[0]}: TTFT P50 {r[1]}, reduction {r[4]}, hit rate {r[5]}" for r in rows[1:]]
         findings.append(f"throughput at capacity (closed loop at concurrency {c}): {fmt_pct(gain)} with the cache")
-        labels = ["cache disabled", "cache cold", "cache warm"]
-        order = [runs[k].summary for k in CONFIGS]
-        chart = Chart(
-            id="prefix-cache",
-            title="TTFT with the prefix cache disabled, cold and warm (draft 5.7)",
-            x_title="configuration",
-            panels=["TTFT (ms)"],
-            traces=[
-                Trace(
-                    name=f"TTFT P{p:g}",
-                    kind="bar",
-                    x=labels,
-                    y=[s.ttft_ms.percentile(p) for s in order],
-                    color=COLORS[p],
-                )
-                for p in (50.0, 99.0)
-            ],
-            note="The bars are grouped per configuration: P50 left, P99 right.",
-        )
         units = {
             "disabled_ttft_p50_ms": "ms",
             "cold_ttft_p50_ms": "ms",
@@ -270,7 +207,11 @@ class PrefixCacheSuite:
             "throughput_change": "share",
         }
         return Analysis(
-            tables=tables, findings=findings, figures=figures, headline=headline(figures, units), charts=[chart]
+            tables=tables,
+            findings=findings,
+            figures=figures,
+            headline=headline(figures, units),
+            charts=[ttft_chart(measured.runs)],
         )
 
     def requirements(
@@ -340,6 +281,91 @@ class PrefixCacheSuite:
                 else ", ".join(f"{k}: {v:.1f} requests waiting on average" for k, v in queued.items() if v is not None),
             ),
         ]
+
+
+def table10_rows(runs: dict[str, Run]) -> tuple[list[list[str]], dict[str, Any]]:
+    """Table 10's rows (TTFT percentiles, the P50's reduction from the cache-disabled run's, the hit rate) per
+    configuration, and those figures by name."""
+    base = runs["disabled"].summary
+    rows: list[list[str]] = []
+    figures: dict[str, Any] = {}
+    for name, label in CONFIGS.items():
+        s = runs[name].summary
+        hit = hit_rate(runs[name])
+        cut = (base.ttft_ms.p50 - s.ttft_ms.p50) / base.ttft_ms.p50 if base.ttft_ms.p50 and s.ttft_ms.p50 else None
+        rows.append(
+            [
+                label,
+                fmt_ms(s.ttft_ms.p50),
+                fmt_ms(s.ttft_ms.p95),
+                fmt_ms(s.ttft_ms.p99),
+                fmt_pct(cut) if name != "disabled" else "-",
+                fmt_pct(hit),
+            ]
+        )
+        figures[f"{name}_ttft_p50_ms"] = s.ttft_ms.p50
+        figures[f"{name}_ttft_reduction"] = cut if name != "disabled" else None
+        figures[f"{name}_hit_rate"] = hit
+    return rows, figures
+
+
+def table10(measured: Measured, rows: list[list[str]]) -> Table:
+    """Table 10 (Cache Effectiveness), with the load of its runs and what cold and warm mean."""
+    return Table(
+        caption="Table 10: Cache Effectiveness",
+        headers=["Configuration", "TTFT P50", "TTFT P95", "TTFT P99", "TTFT reduction (P50)", "Cache hit rate"],
+        rows=rows,
+        notes=[
+            f"TTFT runs: open loop at {measured.rate:g} req/s ({measured.rate_source})",
+            "hit rate: prompt tokens served from the cache, from the server's metrics",
+            "cold: a fresh server whose warm-up sent none of the run's shared prefixes; warm: the warm-up sent "
+            "them first",
+        ],
+    )
+
+
+def capacity_table(measured: Measured, params: PrefixParams, gain: float | None) -> Table:
+    """The throughput at capacity with the cache off and on, and the change (5.7.4)."""
+    return Table(
+        caption="Throughput at capacity (draft 5.7.4: throughput improvement)",
+        headers=["Configuration", "Output tok/s", "Request/s", "Change"],
+        rows=[
+            [
+                label,
+                f"{measured.capacity[k].summary.throughput.output_tok_s:.0f}",
+                f"{measured.capacity[k].summary.throughput.req_s:.2f}",
+                "-" if k == "disabled" else fmt_pct(gain),
+            ]
+            for k, label in (("disabled", "Cache Disabled"), ("enabled", "Cache Enabled"))
+        ],
+        notes=[
+            f"closed loop at concurrency {params.capacity_concurrency}, {params.capacity_requests} requests per "
+            "configuration"
+        ],
+    )
+
+
+def ttft_chart(runs: dict[str, Run]) -> Chart:
+    """TTFT P50 and P99 bars per configuration: disabled, cold, warm."""
+    labels = ["cache disabled", "cache cold", "cache warm"]
+    order = [runs[k].summary for k in CONFIGS]
+    return Chart(
+        id="prefix-cache",
+        title="TTFT with the prefix cache disabled, cold and warm (draft 5.7)",
+        x_title="configuration",
+        panels=["TTFT (ms)"],
+        traces=[
+            Trace(
+                name=f"TTFT P{p:g}",
+                kind="bar",
+                x=labels,
+                y=[s.ttft_ms.percentile(p) for s in order],
+                color=COLORS[p],
+            )
+            for p in (50.0, 99.0)
+        ],
+        note="The bars are grouped per configuration: P50 left, P99 right.",
+    )
 
 
 def _queued(run: Run) -> float | None:

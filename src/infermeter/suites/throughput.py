@@ -13,9 +13,10 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.engine.config import EngineConfig
 from infermeter.metrics.steady_state import STABILITY_SLICES, STABLE_CV
 from infermeter.report.tables import fmt_ms, fmt_pct
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import search_chart
 from infermeter.suites.common import at_least, headline, percentiles_row, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.search import bisect
@@ -164,6 +165,48 @@ def gpu_count(run: Run) -> tuple[int | None, str]:
     return None, "the server's GPU count was not declared: give --gpus"
 
 
+def table3(best: Level, params: ThroughputParams, unit: str, gpus: int | None, gpu_source: str) -> Table:
+    """Table 3 (Throughput Summary) over the sustainable level's steady window, with the latency constraint the search
+    held and where the GPU count came from."""
+    s, w = best.run.summary, best.steady
+    util = s.server_metrics.batch_utilization if s.server_metrics else None
+    rows = [
+        ["Max Output Throughput", f"{w.output_tok_s:.0f} tok/s"],
+        ["Max Request Throughput", f"{w.req_s:.2f} req/s"],
+        ["Max Input Throughput", f"{w.input_tok_s:.0f} tok/s"],
+        ["Sustainable Load", f"{best.offered:g} {unit}"],
+        ["Tokens per GPU-second", f"{w.output_tok_s / gpus:.0f} tok/s/GPU" if gpus else f"n/a ({gpu_source})"],
+        ["Batch Utilization", fmt_pct(util) if util is not None else "not reported by the server"],
+        ["Throughput Stability", "n/a" if w.cv is None else f"{100 * w.cv:.1f}% CV"],
+    ]
+    constraint = [f"TTFT P99 <= {params.ttft_slo:g} ms"] if params.ttft_slo else []
+    constraint += [f"TPOT P99 <= {params.tpot_slo:g} ms"] if params.tpot_slo else []
+    return Table(
+        caption="Table 3: Throughput Summary",
+        headers=["Metric", "Value"],
+        rows=rows,
+        notes=[
+            f"latency constraint: {', '.join(constraint) or 'none (saturation search)'}",
+            f"over the sustainable level's {w.describe()}",
+            f"GPUs: {gpus if gpus else 'unknown'} ({gpu_source})",
+        ],
+    )
+
+
+def table4(best: Level) -> Table:
+    """Table 4 (Latency at Maximum Throughput): the requests sent in the sustainable level's steady window."""
+    return Table(
+        caption="Table 4: Latency at Maximum Throughput",
+        headers=["Metric", "P50", "P95", "P99"],
+        rows=[
+            percentiles_row("TTFT", best.steady_latency("ttft")),
+            percentiles_row("TPOT", best.steady_latency("tpot")),
+            percentiles_row("End-to-End", best.steady_latency("e2e")),
+        ],
+        notes=[f"the {int(best.steady.sent.sum())} requests sent in the steady window of the sustainable level"],
+    )
+
+
 class ThroughputSuite:
     name = "throughput"
     section = "5.2"
@@ -188,44 +231,9 @@ class ThroughputSuite:
         if best is None:
             findings.append("no level probed was sustainable: lower --start")
         else:
-            s, w = best.run.summary, best.steady
+            w = best.steady
             gpus, gpu_source = gpu_count(best.run)
-            util = s.server_metrics.batch_utilization if s.server_metrics else None
-            rows = [
-                ["Max Output Throughput", f"{w.output_tok_s:.0f} tok/s"],
-                ["Max Request Throughput", f"{w.req_s:.2f} req/s"],
-                ["Max Input Throughput", f"{w.input_tok_s:.0f} tok/s"],
-                ["Sustainable Load", f"{best.offered:g} {unit}"],
-                ["Tokens per GPU-second", f"{w.output_tok_s / gpus:.0f} tok/s/GPU" if gpus else f"n/a ({gpu_source})"],
-                ["Batch Utilization", fmt_pct(util) if util is not None else "not reported by the server"],
-                ["Throughput Stability", "n/a" if w.cv is None else f"{100 * w.cv:.1f}% CV"],
-            ]
-            constraint = [f"TTFT P99 <= {params.ttft_slo:g} ms"] if params.ttft_slo else []
-            constraint += [f"TPOT P99 <= {params.tpot_slo:g} ms"] if params.tpot_slo else []
-            tables.append(
-                Table(
-                    caption="Table 3: Throughput Summary",
-                    headers=["Metric", "Value"],
-                    rows=rows,
-                    notes=[
-                        f"latency constraint: {', '.join(constraint) or 'none (saturation search)'}",
-                        f"over the sustainable level's {w.describe()}",
-                        f"GPUs: {gpus if gpus else 'unknown'} ({gpu_source})",
-                    ],
-                )
-            )
-            tables.append(
-                Table(
-                    caption="Table 4: Latency at Maximum Throughput",
-                    headers=["Metric", "P50", "P95", "P99"],
-                    rows=[
-                        percentiles_row("TTFT", best.steady_latency("ttft")),
-                        percentiles_row("TPOT", best.steady_latency("tpot")),
-                        percentiles_row("End-to-End", best.steady_latency("e2e")),
-                    ],
-                    notes=[f"the {int(w.sent.sum())} requests sent in the steady window of the sustainable level"],
-                )
-            )
+            tables += [table3(best, params, unit, gpus, gpu_source), table4(best)]
             findings.append(f"sustainable load {best.offered:g} {unit}: {w.output_tok_s:.0f} output tok/s")
             findings.append(f"at the sustainable level: {w.describe()}")
             figures.update(
@@ -240,7 +248,6 @@ class ThroughputSuite:
             why = next(w for lv, w in search.levels if lv.offered == saturated_at)
             findings.append(f"saturated at {saturated_at:g} {unit}: {'; '.join(why)}")
             figures["saturation_reasons"] = "; ".join(why)
-        notes = [search.note] if search.note else []
         chart = search_chart(
             "throughput-search",
             "The search for the maximum sustainable load (draft 5.2)",
@@ -262,7 +269,7 @@ class ThroughputSuite:
             findings=findings,
             figures=figures,
             headline=headline(figures, units),
-            notes=notes,
+            notes=[search.note] if search.note else [],
             charts=[chart],
         )
 

@@ -10,17 +10,17 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
+from infermeter.chart import Chart, Mark
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.errors import UserError
 from infermeter.metrics.curves import knee_point, optimal_point, saturation_point
-from infermeter.report.chart import Chart, Mark
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.report.text_plot import curve
+from infermeter.suite_result import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
 from infermeter.suites.charts import percentile_traces
 from infermeter.suites.common import at_least, from_flag, headline, not_verifiable, requirement
-from infermeter.suites.framework import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
 from infermeter.suites.lab import Lab
 from infermeter.suites.levels import Level, measure
 from infermeter.suites.throughput import SweepParams, ThroughputParams, search_levels, small_engine
@@ -104,96 +104,13 @@ class TradeoffSuite:
 
     def analyze(self, measured: dict[str, Any], params: TradeoffParams) -> Analysis:
         levels: list[tuple[int, Level]] = measured["levels"]
-        rows, p99, achieved, meets = [], [], [], []
-        for _, lv in levels:
-            s = lv.run.summary
-            rows.append(
-                [
-                    f"{lv.offered:g}",
-                    f"{lv.output_tok_s:.0f}",
-                    fmt_ms(s.ttft_ms.p50, ""),
-                    fmt_ms(s.ttft_ms.p99, ""),
-                    fmt_ms(s.tpot_ms.p50, ""),
-                    fmt_ms(s.tpot_ms.p99, ""),
-                    fmt_ms(s.e2e_ms.p50, ""),
-                    fmt_ms(s.e2e_ms.p99, ""),
-                    fmt_pct(s.requests.success_rate),
-                    "growing" if lv.growing else "stable",
-                ]
-            )
-            p99.append(s.e2e_ms.p99)
-            achieved.append(lv.output_tok_s)
-            meets.append(not params.meets_slo(lv) and (s.requests.success_rate or 0) >= 0.99)
-        knee = knee_point(p99)
-        saturation = saturation_verdict(levels)
-        sat = saturation.index
-        best = optimal_point(achieved, meets)
-        rate = [lv.offered for _, lv in levels]
-        first = first_saturated(levels)
-        findings = [
-            f"capacity estimate {measured['capacity']:g} req/s from {measured['source']}",
-            knee_finding(levels, p99, knee),
-            saturation.finding(levels),
-            f"First saturated level (5.2.3.1): {rate[first]:g} req/s ({'; '.join(levels[first][1].saturation(None))})"
-            if first is not None
-            else "First saturated level (5.2.3.1): none (no level's queue grew or fell behind its arrivals)",
-            f"Optimal operating point: {rate[best]:g} req/s, {achieved[best]:.0f} tok/s under {self._slo(params)}"
-            if best is not None
-            else f"Optimal operating point: no level met {self._slo(params)}",
-        ]
-        table = Table(
-            caption="Table 5: Throughput-Latency Table",
-            headers=[
-                "Offered (r/s)",
-                "Achieved (tok/s)",
-                "TTFT P50",
-                "TTFT P99",
-                "TPOT P50",
-                "TPOT P99",
-                "E2E P50",
-                "E2E P99",
-                "Success",
-                "Queue",
-            ],
-            rows=rows,
-            notes=[
-                'latencies in ms; the knee uses the end-to-end P99 (the draft: "P99 latency"); achieved: output '
-                "tokens delivered per second of each level's steady window (sending less its first 10%)",
-                *few_samples(levels),
-            ],
+        p99 = [lv.run.summary.e2e_ms.p99 for _, lv in levels]
+        achieved = [lv.output_tok_s for _, lv in levels]
+        meets = [not params.meets_slo(lv) and (lv.run.summary.requests.success_rate or 0) >= 0.99 for _, lv in levels]
+        points = Points(
+            knee_point(p99), saturation_verdict(levels), first_saturated(levels), optimal_point(achieved, meets)
         )
-        plot = curve(achieved, [v or 0.0 for v in p99], "E2E P99 (ms) against achieved throughput (tok/s)")
-        min_p99 = min((v for v in p99 if v is not None), default=None)
-        figures: dict[str, Any] = {
-            "capacity_req_s": measured["capacity"],
-            "levels": len(levels),
-            "knee_rate": rate[knee] if knee is not None else None,
-            "knee_index": knee,
-            "saturation_rate": rate[sat] if sat is not None else None,
-            "saturation_reasons": "; ".join(saturation.reasons) or None,
-            "first_saturated_rate": rate[first] if first is not None else None,
-            "optimal_rate": rate[best] if best is not None else None,
-            "min_e2e_p99_ms": min_p99,
-            "last_e2e_p99_ms": p99[-1] if p99 else None,
-            "peak_output_tok_s": max(achieved, default=None),
-            "last_output_tok_s": achieved[-1] if achieved else None,
-        }
-        chart = Chart(
-            id="tradeoff-curve",
-            title="Throughput-latency trade-off (draft 5.3): latency percentiles against achieved throughput",
-            x_title="achieved output throughput (tok/s)",
-            panels=["TTFT (ms)", "TPOT (ms)"],
-            traces=[
-                *percentile_traces(achieved, [lv.run.summary for _, lv in levels], "ttft", 1),
-                *percentile_traces(achieved, [lv.run.summary for _, lv in levels], "tpot", 2),
-            ],
-            marks=[
-                Mark(label=f"{name} ({rate[i]:g} req/s)", x=round(achieved[i], 3))
-                for name, i in (("knee", knee), ("saturation", sat), ("optimal", best))
-                if i is not None
-            ],
-            note="One point per load level, in ascending offered load; the knee is judged on the E2E P99 (Table 5).",
-        )
+        figures = tradeoff_figures(measured["capacity"], levels, p99, achieved, points)
         units = {
             "knee_rate": "req/s",
             "saturation_rate": "req/s",
@@ -203,12 +120,12 @@ class TradeoffSuite:
             "min_e2e_p99_ms": "ms",
         }
         return Analysis(
-            tables=[table],
-            findings=findings,
+            tables=[table5(levels)],
+            findings=tradeoff_findings(measured, levels, p99, achieved, points, self._slo(params)),
             figures=figures,
             headline=headline(figures, units),
-            plots=[plot],
-            charts=[chart],
+            plots=[curve(achieved, [v or 0.0 for v in p99], "E2E P99 (ms) against achieved throughput (tok/s)")],
+            charts=[tradeoff_chart(levels, achieved, points)],
         )
 
     @staticmethod
@@ -349,6 +266,128 @@ def saturation_verdict(levels: list[tuple[int, Level]]) -> Saturation:
         if why:
             return Saturation(i, tuple(why), unmeasured, decreased == i)
     return Saturation(None, (), unmeasured)
+
+
+@dataclass(frozen=True)
+class Points:
+    """The sweep's marked levels, by index in ascending load (None: no such level): the knee, the saturation point
+    (with its evidence), the first level saturated by 5.2.3.1's criteria, and the optimal operating point."""
+
+    knee: int | None
+    saturation: Saturation
+    first: int | None
+    best: int | None
+
+
+def table5_row(lv: Level) -> list[str]:
+    """One level's row of Table 5: offered and achieved load, latency percentiles, success and queue trend."""
+    s = lv.run.summary
+    return [
+        f"{lv.offered:g}",
+        f"{lv.output_tok_s:.0f}",
+        fmt_ms(s.ttft_ms.p50, ""),
+        fmt_ms(s.ttft_ms.p99, ""),
+        fmt_ms(s.tpot_ms.p50, ""),
+        fmt_ms(s.tpot_ms.p99, ""),
+        fmt_ms(s.e2e_ms.p50, ""),
+        fmt_ms(s.e2e_ms.p99, ""),
+        fmt_pct(s.requests.success_rate),
+        "growing" if lv.growing else "stable",
+    ]
+
+
+def table5(levels: list[tuple[int, Level]]) -> Table:
+    """Table 5 (Throughput-Latency Table): a row per level, with the notes on what its figures mean."""
+    return Table(
+        caption="Table 5: Throughput-Latency Table",
+        headers=[
+            "Offered (r/s)",
+            "Achieved (tok/s)",
+            "TTFT P50",
+            "TTFT P99",
+            "TPOT P50",
+            "TPOT P99",
+            "E2E P50",
+            "E2E P99",
+            "Success",
+            "Queue",
+        ],
+        rows=[table5_row(lv) for _, lv in levels],
+        notes=[
+            'latencies in ms; the knee uses the end-to-end P99 (the draft: "P99 latency"); achieved: output '
+            "tokens delivered per second of each level's steady window (sending less its first 10%)",
+            *few_samples(levels),
+        ],
+    )
+
+
+def tradeoff_findings(
+    measured: dict[str, Any],
+    levels: list[tuple[int, Level]],
+    p99: list[float | None],
+    achieved: list[float],
+    points: Points,
+    slo: str,
+) -> list[str]:
+    """The capacity estimate's source, the knee, the saturation point, the first saturated level and the optimal
+    operating point under `slo`, in words."""
+    rate = [lv.offered for _, lv in levels]
+    first, best = points.first, points.best
+    return [
+        f"capacity estimate {measured['capacity']:g} req/s from {measured['source']}",
+        knee_finding(levels, p99, points.knee),
+        points.saturation.finding(levels),
+        f"First saturated level (5.2.3.1): {rate[first]:g} req/s ({'; '.join(levels[first][1].saturation(None))})"
+        if first is not None
+        else "First saturated level (5.2.3.1): none (no level's queue grew or fell behind its arrivals)",
+        f"Optimal operating point: {rate[best]:g} req/s, {achieved[best]:.0f} tok/s under {slo}"
+        if best is not None
+        else f"Optimal operating point: no level met {slo}",
+    ]
+
+
+def tradeoff_figures(
+    capacity: float, levels: list[tuple[int, Level]], p99: list[float | None], achieved: list[float], points: Points
+) -> dict[str, Any]:
+    """The sweep's key figures by name: the marked levels' rates, the E2E P99 range and the achieved throughput."""
+    rate = [lv.offered for _, lv in levels]
+    knee, sat, first, best = points.knee, points.saturation.index, points.first, points.best
+    return {
+        "capacity_req_s": capacity,
+        "levels": len(levels),
+        "knee_rate": rate[knee] if knee is not None else None,
+        "knee_index": knee,
+        "saturation_rate": rate[sat] if sat is not None else None,
+        "saturation_reasons": "; ".join(points.saturation.reasons) or None,
+        "first_saturated_rate": rate[first] if first is not None else None,
+        "optimal_rate": rate[best] if best is not None else None,
+        "min_e2e_p99_ms": min((v for v in p99 if v is not None), default=None),
+        "last_e2e_p99_ms": p99[-1] if p99 else None,
+        "peak_output_tok_s": max(achieved, default=None),
+        "last_output_tok_s": achieved[-1] if achieved else None,
+    }
+
+
+def tradeoff_chart(levels: list[tuple[int, Level]], achieved: list[float], points: Points) -> Chart:
+    """TTFT and TPOT percentiles against achieved throughput, one point per level, the knee, saturation and optimal
+    levels marked."""
+    rate = [lv.offered for _, lv in levels]
+    summaries = [lv.run.summary for _, lv in levels]
+    marked = (("knee", points.knee), ("saturation", points.saturation.index), ("optimal", points.best))
+    return Chart(
+        id="tradeoff-curve",
+        title="Throughput-latency trade-off (draft 5.3): latency percentiles against achieved throughput",
+        x_title="achieved output throughput (tok/s)",
+        panels=["TTFT (ms)", "TPOT (ms)"],
+        traces=[
+            *percentile_traces(achieved, summaries, "ttft", 1),
+            *percentile_traces(achieved, summaries, "tpot", 2),
+        ],
+        marks=[
+            Mark(label=f"{name} ({rate[i]:g} req/s)", x=round(achieved[i], 3)) for name, i in marked if i is not None
+        ],
+        note="One point per load level, in ascending offered load; the knee is judged on the E2E P99 (Table 5).",
+    )
 
 
 def spans_to_saturation(levels: list[tuple[int, Level]]) -> Requirement:

@@ -15,10 +15,10 @@ from infermeter.metrics.latency import ttft
 from infermeter.metrics.summary_model import HistogramDelta
 from infermeter.report.console import table1_ttft, table2_ttft_by_input
 from infermeter.report.run_charts import ttft_charts
-from infermeter.report.tables import fmt_ms
+from infermeter.report.tables import as_table, fmt_ms
 from infermeter.report.text_plot import histogram
-from infermeter.suites.common import LoadParams, as_table, at_least, headline, requirement
-from infermeter.suites.framework import Analysis, Requirement, Table
+from infermeter.suite_result import Analysis, Requirement, Table
+from infermeter.suites.common import LoadParams, at_least, headline, requirement
 from infermeter.suites.lab import Lab, Run
 from infermeter.units import MS_PER_S
 

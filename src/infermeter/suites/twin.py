@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from infermeter.chart import Chart, Trace
 from infermeter.config import checks
 from infermeter.config.section import Flag
 from infermeter.emulator.config import EmulatorConfig
@@ -19,12 +20,12 @@ from infermeter.engine.config import EngineConfig, load_engine_config, save_engi
 from infermeter.metrics.summary_model import Stats, Summary
 from infermeter.report.calibration import findings as calibration_findings
 from infermeter.report.calibration import parameter_table, policy_table, quality_table
-from infermeter.report.chart import Chart, Trace
 from infermeter.report.tables import fmt_ms
 from infermeter.sim.predict import INTERVAL_NOTE, METRICS, FigureInterval
+from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import COLORS
 from infermeter.suites.common import headline, not_verifiable, requirement
-from infermeter.suites.framework import Analysis, Requirement, SuiteParams, Table
+from infermeter.suites.framework import SuiteParams
 from infermeter.suites.lab import Lab, Run
 
 if TYPE_CHECKING:
@@ -98,18 +99,15 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
     if path.is_file():
         lab.console.print(f"calibration: reused {path}", highlight=False)
         return load_engine_config(path)
-    from infermeter.client.openai_sse import ClientConfig
     from infermeter.engine.probe_fit import fit_engine
-    from infermeter.load.warmup import discover_model
+    from infermeter.load.target import resolve_target
     from infermeter.suites.calibration import FULL, QUICK, probe_server
     from infermeter.suites.lab import _run_async
 
-    url, sut, metrics_url = lab.endpoint()
+    endpoint = lab.endpoint()
+    url, sut, metrics_url = endpoint
     t = lab.base.target
-    model = t.model or str(sut.get("model") or "")
-    cfg = ClientConfig(url, t.api, model, api_key_env=t.api_key_env, extra_body=t.extra_body, ignore_eos=t.ignore_eos)
-    if not cfg.model:
-        cfg.model = _run_async(discover_model(cfg))
+    cfg = _run_async(resolve_target(t, endpoint)).client
     plan = QUICK if params.quick_probe else FULL
     plan = plan.capped(params.max_prompt) if params.max_prompt is not None else plan
     lab.console.print(f"calibration: probing {url} (at most {plan.budget_s:.0f} s)", highlight=False)
@@ -227,7 +225,8 @@ class TwinSuite:
             tables.append(Table(caption="Scheduling policy fits", headers=headers, rows=rows))
             findings += calibration_findings(cal, measured.engine)
             findings += [f"warning (calibration): {w}" for w in cal.warnings]
-        rows, figures = [], {"capacity_rps": measured.capacity}
+        rows = []
+        figures: dict[str, float | bool | None] = {"capacity_rps": measured.capacity}
         for p in measured.points:
             for label, field in METRICS.items():
                 for q in (50, 99):
@@ -308,8 +307,8 @@ class TwinSuite:
         )
         out.append(interval_requirement(measured))
         for label in JUDGED:
-            errs = [analysis.figures.get(f"{label.lower()}_p99_error_{p.pct}") for p in measured.points]
-            worst = max((abs(e) for e in errs if isinstance(e, float)), default=None)
+            p99_errs = [analysis.figures.get(f"{label.lower()}_p99_error_{p.pct}") for p in measured.points]
+            worst = max((abs(e) for e in p99_errs if isinstance(e, float)), default=None)
             out.append(
                 requirement(
                     "SHOULD",

@@ -51,7 +51,7 @@ class GGUFTokenizer(TokenizersBacked):
         self._pre = str(get("tokenizer.ggml.pre", "default"))
         bpe = models.BPE(
             vocab={t: i for i, t in enumerate(tokens)},
-            merges=[tuple(m.split(" ", 1)) for m in merges],
+            merges=[(left, right) for left, _, right in (m.partition(" ") for m in merges)],
             ignore_merges=False,
         )
         tok = Tokenizer(bpe)

@@ -26,9 +26,16 @@ TIKTOKEN_SHA256 = {
 
 
 class Tokenizer(Protocol):
-    name: str
-    vocab_size: int
-    source: str
+    """What every offline tokenizer offers; name, vocab_size and source are read-only (properties or fields)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def source(self) -> str: ...
 
     def encode(self, text: str) -> list[int]: ...
 

@@ -22,7 +22,9 @@ def arrival_spec(kind: str, rate: float | None, burstiness: float = 1.0, time_sc
     if kind not in RATE_PROCESSES:
         raise UserError(f"--arrival must be one of {', '.join(RATE_PROCESSES)}, got '{kind}'")
     try:
-        return ArrivalSpec(kind=kind, rate=rate, burstiness=burstiness, time_scale=time_scale)  # type: ignore[arg-type]
+        return ArrivalSpec.model_validate(
+            {"kind": kind, "rate": rate, "burstiness": burstiness, "time_scale": time_scale}
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(x) for x in first["loc"])

@@ -71,10 +71,10 @@ def stream(kind: ContentKind, seed: int, which: int, key: int, tokens: int, room
     room = tokens if room is None else room
     enough = room + room // 4 + 16
     if kind == "code":
-        words = room + 32  # a word of source is one unit or more
+        source_words = room + 32  # a word of source is one unit or more
         excerpt = repository_context if which == PREFIX_STREAM else code_excerpt
-        while len(units := UNIT.findall(excerpt(seed, key, words))) < enough:
-            words *= 2
+        while len(units := UNIT.findall(excerpt(seed, key, source_words))) < enough:
+            source_words *= 2
         return Stream(units, sep="\n\n", fillers=CODE_FILLERS)
     doc = prose(seed, which, key, tokens, room + 16)  # English runs to over a token a word
     if kind == "prose" or which == PREFIX_STREAM:
@@ -204,8 +204,8 @@ TEMPLATES = (
     "The council of {town} {verb} the {noun} {reason}.",
     "On the road to {place}, {name} {verb} a {adj} {noun} and a {adj2} {noun2}.",
 )
-SLOTS = ("name", "name2", "verb", "adj", "adj2", "noun", "noun2", "place", "time", "group", "reason", "adverb")
-SLOTS += ("event", "number")
+SLOTS: tuple[str, ...] = ("name", "name2", "verb", "adj", "adj2", "noun", "noun2", "place", "time", "group")
+SLOTS += ("reason", "adverb", "event", "number")
 BANK_OF = {slot: BANKS[slot.rstrip("2")] for slot in SLOTS}
 SIZES = np.array([len(BANK_OF[slot]) for slot in SLOTS])
 # per template: the slots it fills, each with its column among SLOTS

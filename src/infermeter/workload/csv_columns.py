@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 import pyarrow as pa
@@ -46,7 +47,9 @@ def int_column(table: pa.Table, name: str, path: Path, limit: int) -> np.ndarray
 
 
 def _float_or_nan(value: object) -> float:
+    if not isinstance(value, str | bytes | bytearray | SupportsFloat | SupportsIndex):  # None, a date: no number
+        return float("nan")
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     except (TypeError, ValueError):
         return float("nan")

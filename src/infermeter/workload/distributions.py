@@ -153,7 +153,8 @@ class Empirical(_Dist):
     def observed(self) -> np.ndarray:
         if self.values is not None:
             return np.asarray(self.values, dtype=np.int64)
-        return read_length_column(Path(self.csv), self.column)  # type: ignore[arg-type]
+        assert self.csv is not None and self.column is not None  # _source: values, else csv and column
+        return read_length_column(Path(self.csv), self.column)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         obs = self.observed()

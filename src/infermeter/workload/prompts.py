@@ -104,8 +104,8 @@ class ExactPrompter:
             return self.count(body + tail)
 
         if content == "words":  # one-token words: the cut at tokens - fixed words is usually exact at once
-            guess = max(0, min(len(units) - 1, tokens - fixed))
-            return self._search(tokens, len(units), text, (guess, whole(text(guess))), whole, fillers) + tail
+            cut = max(0, min(len(units) - 1, tokens - fixed))
+            return self._search(tokens, len(units), text, (cut, whole(text(cut))), whole, fillers) + tail
         if prefix:  # fit what follows the prefix alone (cheaper), plus what merges across the seam; check the whole
 
             def after(k: int) -> str:

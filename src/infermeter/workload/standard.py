@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infermeter.errors import UserError
+from infermeter.plugins import Entry, Registry
 from infermeter.workload.distributions import Empirical, Fixed, LogNormal, Quantiles, Uniform
 from infermeter.workload.spec import PrefixSharing, RequestClass, WorkloadSpec, load_spec_file
 
@@ -113,15 +114,41 @@ STANDARD: dict[str, WorkloadSpec] = {
 }
 
 
+def _a_workload(name: str, obj: object) -> str | None:
+    """What keeps another package's entry from being the workload `name` (None: nothing)."""
+    if not isinstance(obj, WorkloadSpec):
+        return "it is not a WorkloadSpec"
+    return None if obj.name == name else f"its workload's name is {obj.name!r}, not {name!r}"
+
+
+# the names `--workload` accepts: the workloads above, and those another package adds with an entry point in
+# `infermeter.workloads` naming a WorkloadSpec
+WORKLOADS: Registry[WorkloadSpec] = Registry(
+    "workload",
+    [
+        Entry("synthetic-uniform", f"{__name__}:SYNTHETIC_UNIFORM", SYNTHETIC_UNIFORM.purpose),
+        Entry("synthetic-skewed", f"{__name__}:SYNTHETIC_SKEWED", SYNTHETIC_SKEWED.purpose),
+        Entry("conversation", f"{__name__}:CONVERSATION", CONVERSATION.purpose),
+        Entry("code-completion", f"{__name__}:CODE_COMPLETION", CODE_COMPLETION.purpose),
+        Entry("long-context", f"{__name__}:LONG_CONTEXT", LONG_CONTEXT.purpose),
+        Entry("fairness-mix", f"{__name__}:FAIRNESS_MIX", FAIRNESS_MIX.purpose),
+    ],
+    check=_a_workload,
+    describe=lambda spec: spec.purpose or spec.name,
+)
+
+
 def resolve(name_or_path: str) -> WorkloadSpec:
-    """A standard workload by name, or a custom one from a YAML/JSON file."""
-    if name_or_path in STANDARD:
-        return STANDARD[name_or_path]
+    """A workload by name (infermeter's standard ones, or another package's), or a custom one from a YAML/JSON
+    file."""
+    spec = WORKLOADS.load(name_or_path)
+    if spec is not None:
+        return spec
     path = Path(name_or_path)
     if name_or_path.strip() and (path.suffix in (".yaml", ".yml", ".json") or path.exists()):
         return load_spec_file(path)
     raise UserError(
-        f"unknown workload '{name_or_path}': use one of {', '.join(STANDARD)} or a path to a YAML/JSON file"
+        f"unknown workload '{name_or_path}': use one of {', '.join(WORKLOADS)} or a path to a YAML/JSON file"
     )
 
 

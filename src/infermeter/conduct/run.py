@@ -1,0 +1,245 @@
+"""One benchmark run end to end, from its plan: target checks -> warm-up -> the measured load (sent by the sender the
+plan asks for) -> run directory -> summary."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from infermeter.client.backend import Backend, open_backend
+from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.conduct.senders import Sender, Shipment, open_sender
+from infermeter.load.clock_accuracy import measure_clock
+from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
+from infermeter.load.disclosure import clock_method, round_trip, stream_block
+from infermeter.load.driver import LiveStats
+from infermeter.load.monitors import start_monitors, stop_monitors
+from infermeter.load.plan import RunPlan, Work, plan_run
+from infermeter.load.progress import LiveDisplay
+from infermeter.load.prompts import prepared, tokenizer_block, verify_prompts
+from infermeter.load.server_software import disclose_software
+from infermeter.load.special_tokens import special_tokens
+from infermeter.load.stopping import STOP_NOTES, Stopper
+from infermeter.load.warmup import warm_up
+from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics.latency import ItlOption
+from infermeter.metrics.summary_model import Summary
+from infermeter.process_limits import raise_open_files_limit
+from infermeter.records import RunClock, RunInfo, RunWriter, claim_run_dir, disk_trouble, write_run_info, write_summary
+from infermeter.run_info import Load, Sut, Warmup
+from infermeter.secrets import redact_url
+from infermeter.workload.prompts import ExactPrompter
+
+if TYPE_CHECKING:
+    from infermeter.config.run import RunConfig
+    from infermeter.load.target import Endpoint
+
+COLD_START = "warm-up skipped (--warmup off): a cold start was measured (draft 4.5.3)"
+
+
+@dataclass
+class RunResult:
+    """What a run left: its directory, its summary, and why it ended early (None when it ran as planned)."""
+
+    run_dir: Path
+    summary: Summary
+    stopped: str | None = None  # "interrupted" (SIGINT), "terminated" (SIGTERM) or why the directory failed
+    disk_failure: str | None = None
+
+
+@dataclass
+class _Run:
+    """A run under way: its plan and what the conductor opened for it."""
+
+    plan: RunPlan
+    clock: RunClock
+    client: Backend
+    counting: TokenCounting
+    prompter: ExactPrompter
+    info: RunInfo
+    stopper: Stopper
+    sender: Sender
+    warm: Warmup = field(default_factory=lambda: Warmup(done=False, cold_start=True, note=COLD_START))
+
+
+async def conduct(
+    config: RunConfig, endpoint: Endpoint, out: Path, progress: bool, work: Work | None = None
+) -> RunResult:
+    """A resolved configuration run against `endpoint` into `out`: its plan made, then measured (`work`: its
+    requests and pattern when the caller drew them already)."""
+    return await benchmark(await plan_run(config, endpoint, out, progress, work))
+
+
+async def benchmark(plan: RunPlan) -> RunResult:
+    """Run the plan; returns the run directory, its summary and why it stopped early, if it did.
+
+    SIGINT/SIGTERM stop the run and keep everything measured; a run directory that cannot be written (disk full)
+    stops it too, and the records it could not take are still in the returned summary.
+    """
+    clock = RunClock()
+    counting = await _counting(plan)
+    prompter = ExactPrompter(counting.tokenizer, chat=plan.target.client.api == "chat", seed=plan.seed)
+    cfg = dataclasses.replace(plan.target.client, count_text=counting.count_text)
+    client = open_backend(plan.target.backend, cfg, clock)
+    try:
+        with open_sender(plan, cfg) as sender:  # a cluster that cannot be reached leaves no half-claimed directory
+            info = _run_info(plan, client, sender.where)
+            info.clock_anchor = clock.anchor()
+            curve = plan.deadlines.curve if plan.deadlines is not None else None
+            if curve is not None and (why := curve_mismatch(curve, counting)):
+                info.notes.append(why)
+            claim_run_dir(plan.out, info)  # before the warm-up: a bad --out costs nothing
+            await _disclose(plan, cfg, info)
+            run = _Run(plan, clock, client, counting, prompter, info, Stopper(), sender)
+            with run.stopper.installed():
+                return await _measure(run)
+    finally:
+        await client.close()
+
+
+async def _counting(plan: RunPlan) -> TokenCounting:
+    """The run's tokenizer and counting option, from --tokenizer and what the server declares about its own."""
+    target = plan.target
+    declared = target.sut.get("tokenizer")  # the embedded emulator's
+    if declared is None:
+        declared = await declared_tokenizer(target.http_url, target.client.model, target.client.headers())
+    return choose_counting(plan.config.workload.tokenizer, declared)
+
+
+async def _disclose(plan: RunPlan, cfg: ClientConfig, info: RunInfo) -> None:
+    """The network path, the clocks' agreement (draft 4.7.2) and the server's software, the last two together
+    (3 s at most; once per URL in a process)."""
+    info.network = await round_trip(plan.target.url)
+    info.clock_accuracy, _ = await asyncio.gather(
+        measure_clock(plan.target, cfg.headers()),
+        disclose_software(info.sut, plan.target, plan.software, cfg.headers()),
+    )
+
+
+def _run_info(plan: RunPlan, client: Backend, where: str | None) -> RunInfo:
+    """run.json as it stands before anything is measured."""
+    target, work, load = plan.target, plan.work, plan.config.load
+    client_block = client.declaration()
+    client_block.open_files_limit = raise_open_files_limit()
+    sut = {"model": target.client.model, "url": redact_url(target.url), "clock_sync": clock_method(target.url)}
+    sut.update({k: v for k, v in target.sut.items() if k != "emulated"})
+    sut.update(plan.disclosed)
+    description = work.describe() + (f", sent from {where} (dask.distributed)" if where is not None else "")
+    return RunInfo(
+        kind="emulated" if target.emulated else "live",
+        sut=Sut.model_validate(sut),
+        workload=work.declaration.model_copy(deep=True),
+        load=Load(
+            description=description,
+            requests=work.n if load.min_duration is None else load.requests,
+            duration_s=load.duration if load.min_duration is None else load.min_duration,
+            concurrency=load.concurrency,
+            barrier=load.barrier,
+            arrivals=work.declaration.arrivals,
+        ),
+        warmup=Warmup(done=False, note="warm-up not started yet"),
+        slo=plan.slo,
+        client=client_block,
+        deadlines=plan.config.objectives.deadlines,
+        config=plan.config.model_dump(mode="json"),
+    )
+
+
+async def _measure(run: _Run) -> RunResult:
+    """Warm-up, then the measured load into the claimed run directory, then the summary."""
+    plan, info, stopper = run.plan, run.info, run.stopper
+    if plan.work.warmup.count:
+        warm_stats = LiveStats()
+        async with LiveDisplay(warm_stats, 0, plan.progress, "warm-up"):
+            run.warm = await warm_up(
+                run.client, plan.work.warmup, plan.work.pattern, warm_stats, run.prompter, stopper.stop,
+                stopper.hard_stop, plan.work.requests,
+            )  # fmt: skip
+    info.warmup = run.warm
+    prompts = await _prompts(run)
+    writer = RunWriter(plan.out, info, on_failure=lambda reason: stopper.terminate(reason), claimed=True)
+    stats = LiveStats()
+    monitors = plan.config.monitors
+    scraper, sampler = await start_monitors(monitors, plan.target, plan.out, run.clock, info)
+    if stopper.stop.is_set():
+        prompts = []  # stopped during the warm-up: nothing is measured
+    shipment = Shipment(plan, run.client, run.clock, run.prompter, prompts, info, writer, stats, stopper)
+    async with LiveDisplay(stats, plan.work.shown, plan.progress, "benchmark", shipment.per_worker):
+        await run.sender.send(shipment)
+    await run.client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
+    table = writer.close()
+    cols = RecordColumns.from_table(table, run.counting.method)
+    scraped, energy = await stop_monitors(monitors, plan.target.emulated, plan.out, scraper, sampler, cols, info)
+    info.itl_option = choose_itl_option(cols)
+    info.stream = stream_block(table)
+    _stop_notes(run, writer, stats, len(table))
+    summary = summarize(cols, info.itl_option, plan.slo, plan.deadlines)
+    if scraped is not None:
+        summary.server_metrics = scraped
+    if energy is not None:
+        summary.energy = energy
+    summary.client_health = info.client_health
+    _write(plan.out, info, summary, writer)
+    return RunResult(plan.out, summary, stopper.reason, writer.failure)
+
+
+async def _prompts(run: _Run) -> Iterable[PreparedRequest]:
+    """The measured prompts (every one built before the clock starts when this process sends an open loop), run.json's
+    tokenizer block, and a sample of them counted by the server."""
+    plan, info, prompter = run.plan, run.info, run.prompter
+    special = special_tokens(
+        run.counting, prompter, info.workload, ignore_eos=plan.config.target.ignore_eos,
+        extra_body=plan.config.target.extra_body,
+    )  # fmt: skip
+    info.tokenizer = tokenizer_block(run.counting, prompter, run.client.counting, special)
+    info.started_at_clock = run.clock.now()
+    requests = plan.work.requests
+    prompts: Iterable[PreparedRequest] = prepared(requests, plan.seed, prompter=prompter)
+    if not run.stopper.stop.is_set():
+        if run.sender.prebuilds:
+            prompts = list(prompts)
+        head = prompts[:16] if isinstance(prompts, list) else prepared(requests.head(16), plan.seed, prompter=prompter)
+        sample = list(head)
+        info.prompt_verification = await verify_prompts(run.client, prompter, sample, run.counting.method)
+    return prompts
+
+
+def _stop_notes(run: _Run, writer: RunWriter, stats: LiveStats, recorded: int) -> None:
+    """run.json's note on why the run ended early, and its reason."""
+    info, n, stopper = run.info, run.plan.work.n, run.stopper
+    if writer.failure is not None:
+        kept = recorded - len(writer.unwritten)
+        info.notes.append(
+            f"{writer.failure}: the run stopped after {stats.sent} of {n} requests were sent; {kept} records are in "
+            f"the run directory, {len(writer.unwritten)} only in this report"
+        )
+    elif stopper.reason in STOP_NOTES:
+        when = " during the warm-up" if not run.warm.done and run.plan.work.warmup.count else ""
+        info.notes.append(STOP_NOTES[stopper.reason].format(sent=stats.sent, n=n) + when)
+    info.stopped = writer.failure or stopper.reason
+
+
+def _write(out: Path, info: RunInfo, summary: Summary, writer: RunWriter) -> None:
+    """run.json and summary.json (none after the directory failed: its records are not all there)."""
+    try:
+        write_run_info(out, info)
+        if writer.failure is None:
+            write_summary(out, summary)
+    except OSError as exc:
+        writer.failure = writer.failure or disk_trouble(exc)
+
+
+def choose_itl_option(cols: RecordColumns) -> ItlOption:
+    """Draft B.2.1: server times when every successful stream has them (C); single-token chunks dominating
+    (> 90%) make direct timing exact (B); otherwise time between chunks (A)."""
+    ok = cols.ok & (cols.tokens.lengths > 0)
+    if ok.any() and np.all(cols.has_server[ok] & (cols.server.lengths[ok] == cols.tokens.lengths[ok])):
+        return "C"
+    per_chunk = cols.chunk_tokens.values[cols.chunk_tokens.values > 0]
+    return "B" if len(per_chunk) == 0 or np.mean(per_chunk == 1) > 0.9 else "A"
