@@ -43,6 +43,14 @@ def configuration_text(value: Any) -> str:
     return f"{name.strip()}={text.strip()}"
 
 
+def configuration_texts(value: Any) -> list[str]:
+    """Every --guardrails NAME=TEXT given: the option repeats, one per configuration (each occurrence parsed alone
+    first, then the list of them), and a scenario file gives a list."""
+    if not isinstance(value, list):
+        return [configuration_text(value)]
+    return [text for item in value for text in configuration_texts(item)]
+
+
 class GuardrailParams(SuiteParams):
     capacity: Annotated[
         float | None, Flag("where each configuration's capacity search starts, req/s (else a probe)", checks.RATE)
@@ -65,19 +73,15 @@ class GuardrailParams(SuiteParams):
         Flag(
             "what each configuration's server runs, NAME=TEXT (NAME baseline, input, output or full), once per "
             "configuration: the IETF draft's 4.8 disclosure, per server",
-            configuration_text,
+            configuration_texts,
+            repeatable=True,
         ),
     ] = Field(default_factory=list)
 
     QUICK: ClassVar[dict[str, Any]] = {"duration": 2.0, "tolerance": 0.3, "max_probes": 4}
 
     def declared(self) -> dict[str, str]:
-        flat = (
-            checks.flat(self.guardrails)
-            if self.guardrails and isinstance(self.guardrails[0], list)
-            else self.guardrails
-        )
-        return dict(str(item).split("=", 1) for item in flat)
+        return dict(item.split("=", 1) for item in self.guardrails)
 
 
 def _chart(runs: dict[str, dict[int, Run]], levels: list[int]) -> Chart:
