@@ -1,7 +1,8 @@
 """Shared fixtures: a small set of records whose every metric is computed by hand in the tests, and one quick
 tradeoff suite against the embedded emulator that the suite, browser and comparison tests all read (a minute of
-real clock, made once per session).  And the two tiers: `pytest` runs the first; `pytest --second-tier` runs
-`SECOND_TIER` (real servers built by `.ci/run`) and nothing else."""
+real clock, made once per session).  And the two tiers: `pytest` runs the first (minutes); `pytest --second-tier`
+runs what only a long or real-server run can show: `SECOND_TIER_TESTS` below and llama.cpp's tests under
+`integration/` (last, so that `.ci/run` can build llama.cpp meanwhile)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,93 @@ from infermeter.records import RequestRecord
 
 SECOND_TIER = Path(__file__).parent / "integration"  # against llama.cpp's servers: minutes each, and a build
 
+FAULT = "tests/faults/test_stream_faults.py::test_a_fault_ends_its_requests_records_and_the_run_goes_on["
+SHAPE = "tests/faults/test_stream_faults.py::test_valid_stream_shapes_are_read_as_the_plain_stream["
+
+# Tests of the second tier, by node id prefix, with what makes them long (FAULT and SHAPE: one CLI run per
+# parameter).  Each area keeps a quicker test of the same code in the first tier (the coverage README states is the
+# first tier's).
+SECOND_TIER_TESTS: dict[str, str] = {
+    "tests/report/test_browser.py": "Debian's chromium drawing the reports, after the quick tradeoff suite",
+    "tests/suites/test_fairness_cache_guardrail.py": "three suites at their quick scale on the real clock",
+    "tests/suites/test_capacity_memory.py": "capacity and memory-pressure suites on the real clock",
+    "tests/suites/test_itl_and_long_context.py::test_long_context": "the long-context suite on the real clock",
+    "tests/suites/test_itl_and_long_context.py::test_itl_runs": "the ITL suite's four levels on the real clock",
+    "tests/suites/test_load_sweeps.py": "the tradeoff and throughput sweeps on the real clock",
+    "tests/suites/test_ttft.py": "the TTFT suite on the real clock",
+    "tests/suites/test_twin.py::test_twin_suite": "the twin suite: calibration probes and measured runs",
+    "tests/suites/test_twin.py::test_calibrate_recovers": "a whole calibration probe of an emulator",
+    "tests/suites/test_capacity_and_prefill.py::test_capacity_against_the_emulator": "a capacity search, probed",
+    "tests/report/test_compare.py::test_two_tradeoff_suites": "two tradeoff suites on the real clock",
+    "tests/report/test_compare.py::test_chunked_prefill_lowers": "repeated runs of two schedulers",
+    "tests/report/test_compare.py::test_different_seeds": "repeated runs on the real clock",
+    FAULT + "stall": "stalls the client waits out",
+    FAULT + "http_429": "retries after a 429",
+    FAULT + "reset_before": "a CLI run per fault",
+    FAULT + "line_without": "a CLI run per fault",
+    FAULT + "end_before": "a CLI run per fault",
+    FAULT + "error_event": "a CLI run per fault",
+    SHAPE + "crlf": "a CLI run per shape",
+    SHAPE + "keep_alive": "a CLI run per shape",
+    SHAPE + "no_final": "a CLI run per shape",
+    SHAPE + "reset_before": "a CLI run per shape",
+    "tests/faults/test_signals_and_disk.py::test_the_client_stopped_by_a_signal": "signals to running CLI runs",
+    "tests/faults/test_signals_and_disk.py::test_the_clients_own_descriptor_limit": "a run at its descriptor limit",
+    "tests/faults/test_signals_and_disk.py::test_the_run_directory_filling_up": "a run filling a small disk",
+    "tests/faults/test_signals_and_disk.py::test_server_killed_mid_run": "a server killed under a CLI run",
+    "tests/faults/test_resume.py::test_capacity_search_resumes": "a capacity search killed and resumed",
+    "tests/faults/test_resume.py::test_a_suite_killed_mid_run": "a suite killed and resumed",
+    "tests/distributed/test_run_on_workers.py::test_a_worker_that_dies": "dask workers started and killed",
+    "tests/distributed/test_run_on_workers.py::test_ctrl_c": "dask workers stopped by a signal",
+    "tests/distributed/test_run_on_workers.py::test_two_workers_send": "a run on two dask workers and one without",
+    "tests/distributed/test_sweeps_as_tasks.py::test_a_suite_on_workers": "a suite on dask workers",
+    "tests/distributed/test_sweeps_as_tasks.py::test_sim_sweep_on_two_workers": "a sweep on dask workers",
+    "tests/test_cli.py::test_run_without_url_benchmarks_the_embedded_emulator": "the default run: 300 requests",
+    "tests/test_cli_bad_input.py::test_invalid_value_is_refused[test ": "every suite's options, each a CLI process",
+    "tests/client/test_sse_fuzz.py::test_a": "hypothesis over arbitrary bytes",
+    "tests/client/test_sse_fuzz.py::test_any_split": "hypothesis over every split of a stream",
+    "tests/engine/test_fit_quality_cli.py::test_calibrate_recovers": "a calibration probe of an emulator",
+    "tests/load/test_client_health.py::test_a_client_saturated_on_purpose": "a client saturated on purpose",
+    "tests/emulator/test_emulator.py::test_ttft_rises_steeply": "a load past the emulator's saturation",
+    "tests/emulator/test_real_clock.py::test_sim_and_emulator_agree": "the same load simulated and served",
+}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--second-tier", action="store_true", help=f"run only the tests under {SECOND_TIER.name}/")
+    parser.addoption("--second-tier", action="store_true", help="run the second tier (see tests/conftest.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "second_tier: a test of the second tier (long or against a real server)")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The first tier never collects the second tier's modules (they need servers `.ci/run` builds after it starts);
-    `--second-tier` collects nothing else."""
+    """The first tier never collects llama.cpp's modules: they need the servers `.ci/run` builds meanwhile."""
     inside = collection_path == SECOND_TIER or SECOND_TIER in collection_path.parents
-    if config.getoption("--second-tier"):
-        return None if inside or collection_path in SECOND_TIER.parents else True
-    return True if inside else None
+    return True if inside and not config.getoption("--second-tier") else None
+
+
+def second_tier(item: pytest.Item) -> bool:
+    return (
+        SECOND_TIER in item.path.parents
+        or item.get_closest_marker("second_tier") is not None
+        or any(item.nodeid.startswith(prefix) for prefix in SECOND_TIER_TESTS)
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tier asked for; the second tier runs llama.cpp's tests last.  A prefix of `SECOND_TIER_TESTS` that
+    names no test of a whole-suite collection is an error, so the table cannot drift from the tests."""
+    wanted = bool(config.getoption("--second-tier"))
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:  # the whole suite, as README runs it
+        ids = [item.nodeid for item in items]
+        stale = [prefix for prefix in SECOND_TIER_TESTS if not any(i.startswith(prefix) for i in ids)]
+        if stale:
+            raise pytest.UsageError(f"SECOND_TIER_TESTS in tests/conftest.py names no test: {stale}")
+    kept = [item for item in items if second_tier(item) == wanted]
+    config.hook.pytest_deselected(items=[item for item in items if second_tier(item) != wanted])
+    kept.sort(key=lambda item: SECOND_TIER in item.path.parents)
+    items[:] = kept
 
 
 def hand_records() -> list[RequestRecord]:
