@@ -34,6 +34,8 @@ SECOND_TIER_TESTS: dict[str, str] = {
     "tests/report/test_compare.py::test_two_tradeoff_suites": "two tradeoff suites on the real clock",
     "tests/report/test_compare.py::test_chunked_prefill_lowers": "repeated runs of two schedulers",
     "tests/report/test_compare.py::test_different_seeds": "repeated runs on the real clock",
+    "tests/report/test_compare.py::test_repeats_of_one_configuration": "nine emulator runs, three per group",
+    "tests/report/test_suite_report.py::test_a_suite_records_what_each_run_sent": "reads the quick tradeoff suite",
     FAULT + "stall": "stalls the client waits out",
     FAULT + "http_429": "retries after a 429",
     FAULT + "reset_before": "a CLI run per fault",
