@@ -39,3 +39,29 @@ def test_option_a_gaps_streamed_equal_the_whole_fields(tmp_path, monkeypatch, pa
     np.testing.assert_array_equal(first, whole.tokens.first())
     np.testing.assert_array_equal(last, whole.tokens.last())
     assert not {"tokens", "chunks", "chunk_tokens"} & set(vars(lazy))
+
+
+def test_option_a_takes_the_token_ends_from_the_content_chunks_only_where_they_carry_every_token(tmp_path):
+    from tests.conftest import hand_records
+
+    recs = hand_records()  # a role-only chunk, a 2-token chunk, a failure
+    whole = RecordColumns.from_table(write_and_read(tmp_path / "carried", recs))
+    lazy = RecordColumns.of_run(tmp_path / "carried")
+    latency.itl(lazy, "A")
+    assert "_token_ends" in vars(lazy)  # from the chunk pass: no token time read
+    first, last = lazy.token_ends()
+    np.testing.assert_array_equal(first, whole.tokens.first())
+    np.testing.assert_array_equal(last, whole.tokens.last())
+    np.testing.assert_array_equal(first[[0, 3]], [1.10, 0.6])  # after the empty chunk at 1.05; the first chunk
+
+    recs[3].output_tokens = 4  # the server's usage counts a token the chunks did not carry
+    write_records(tmp_path / "usage", RunInfo(kind="test"), recs)
+    lazy = RecordColumns.of_run(tmp_path / "usage")
+    latency.itl(lazy, "A")
+    assert "_token_ends" not in vars(lazy)  # the token times decide
+    np.testing.assert_array_equal(lazy.token_ends()[0], whole.tokens.first())
+
+
+def write_and_read(run, recs):
+    write_records(run, RunInfo(kind="test"), recs)
+    return read_records(run)

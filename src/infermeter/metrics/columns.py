@@ -294,9 +294,14 @@ class RecordColumns:
 
     def _stream_chunk_gaps(self) -> Ragged:
         """chunk_gaps (and chunk_sizes) in one pass over the records' chunk times and sizes, read side by side and
-        not kept."""
-        ok = self.ok
-        out = _GapsOut(self.n, self.__dict__["_source"].room("chunk_times"))
+        not kept.  The same pass gives token_ends where every request's content chunks carry all its tokens (the
+        records' output_tokens): a token's time is its chunk's (the record contract), so the first and last content
+        chunk are the first and last token, and option A reads no token times."""
+        ok, n = self.ok, self.n
+        out = _GapsOut(n, self.__dict__["_source"].room("chunk_times"))
+        first, last = np.full(n, np.nan), np.full(n, np.nan)
+        received = self.server_output_tokens  # the records' own counts (not the reference tokenizer's)
+        all_carried = True
         counted = ChunkSizes()
         rows = PAIR_ROWS  # two fields read side by side: half the rows of one, about the same bytes in flight
         pairs = zip(self.list_blocks("chunk_times", rows), self.list_blocks("chunk_tokens", rows), strict=True)
@@ -305,9 +310,14 @@ class RecordColumns:
                 raise UserError("the run's records are damaged: chunk_times and chunk_tokens differ in length")
             end = start + len(times.offsets) - 1
             content = sizes.values > 0
-            out.add(start, times if content.all() else times.select(content), ok[start:end])
+            carried = times if content.all() else times.select(content)
+            out.add(start, carried, ok[start:end])
+            first[start:end], last[start:end] = carried.first(), carried.last()
+            all_carried = all_carried and np.array_equal(segment_sum(sizes.values, sizes.offsets), received[start:end])
             counted = counted + ChunkSizes.of(sizes.values, np.repeat(ok[start:end], sizes.lengths))
         object.__setattr__(self, "_chunk_sizes", counted)
+        if all_carried and "_token_ends" not in self.__dict__:
+            object.__setattr__(self, "_token_ends", (first, last))
         return out.ragged()
 
     def any_server_times(self, mask: np.ndarray) -> bool:
