@@ -136,16 +136,6 @@ def _field_hint(run_dir: Path) -> str:
     return ""
 
 
-def trace_length(trace: Path) -> int:
-    """How many usable requests a trace holds (its whole length is replayed unless --requests says otherwise)."""
-    from infermeter.workload.traces import load_burstgpt
-
-    try:
-        return len(load_burstgpt(trace))
-    except UserError as exc:
-        raise UserError(f"--trace {exc}") from None
-
-
 @contextlib.contextmanager
 def target(
     url: str | None, emu: EmulatorConfig | None, backend: str = "openai"
