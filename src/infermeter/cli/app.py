@@ -18,7 +18,6 @@ from infermeter.cli.lazy import LazyGroup
 from infermeter.errors import ExitCode, Stopped, UserError
 
 if TYPE_CHECKING:
-    from infermeter.client.openai_sse import Api, ClientConfig
     from infermeter.conduct.run import RunResult
     from infermeter.emulator.config import EmulatorConfig
 
@@ -157,30 +156,6 @@ def target(
     with emulator_process(emu, pin_cpus=True) as process:
         target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
         yield target, sut_declaration(emu), process.url
-
-
-def probe_client(
-    url: str,
-    sut: dict[str, Any],
-    backend: str,
-    api: Api,
-    model: str | None,
-    api_key_env: str,
-    extra_body: dict[str, Any] | None,
-    ignore_eos: bool,
-) -> ClientConfig:
-    """The ClientConfig a probing command (calibrate, profile-prefill) sends with, its model the one named, the
-    embedded emulator's, or the first the server lists."""
-    from infermeter.client.openai_sse import ClientConfig
-    from infermeter.load.target import discover_model
-
-    cfg = ClientConfig(url, api, model or str(sut.get("model") or ""), api_key_env=api_key_env,
-                       extra_body=extra_body or {}, ignore_eos=ignore_eos)  # fmt: skip
-    if not cfg.model:
-        if backend != "openai":
-            raise UserError(f"--backend {backend} cannot list the server's models: give --model")
-        cfg.model = run_async(discover_model(cfg))
-    return cfg
 
 
 def emulator_settings(path: Path | None, scheduler: str | None) -> EmulatorConfig:

@@ -14,7 +14,6 @@ from infermeter.cli.app import (
     app,
     emulator_settings,
     err,
-    probe_client,
     refuse_run_file,
     run_async,
     target,
@@ -87,6 +86,7 @@ def calibrate(
         return
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
+    from infermeter.load.target import Endpoint, resolve_target
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     tokenizer = Workload.from_options(given.get("workload", {})).tokenizer
@@ -100,16 +100,7 @@ def calibrate(
     emu = None if section.url is not None else emulator_settings(emulator_config, None)
     backend = section.backend
     with target(section.url, emu, backend) as (target_url, sut, metrics_url):
-        cfg = probe_client(
-            target_url,
-            sut,
-            backend,
-            section.api,
-            section.model,
-            section.api_key_env,
-            section.extra_body,
-            section.ignore_eos,
-        )
+        cfg = run_async(resolve_target(section, Endpoint(target_url, sut, metrics_url))).client
         err.print(f"probing {target_url} (at most {plan.budget_s:.0f} s)")
         probe = run_async(
             probe_server(
