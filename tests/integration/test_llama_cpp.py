@@ -444,7 +444,7 @@ def batching_engine(batching_server: str, tmp_path_factory) -> tuple[Path, str]:
 
 
 def test_a_closed_loop_on_the_batching_server_streams_its_slots_at_once(batching_server: str, tmp_path: Path) -> None:
-    from infermeter.engine.calibration import streaming_peak
+    from infermeter.engine.probe_points import streaming_peak
 
     out = tmp_path / "closed"
     # a seed of its own: llama-server keeps prompts it has seen (its slots and its prompt cache), and the twin test's

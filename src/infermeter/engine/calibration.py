@@ -1,67 +1,12 @@
 """How an engine was calibrated (kept in its engine file beside the parameters it set): each parameter with its
-error, each fit's quality on measurements held out of it, the scheduling policies weighed.
-
-It is also the import path of the calibration's parts: the grid fit (`grid_fit`), the probe's measurements
-(`probe_data`, `probe_points`), the fits (`least_squares`, `decode_fit`, `prefill_fit`, `request_cost`) and the
-policy choice (`policy_choice`); `probe_fit` puts them together into an engine configuration.
+error, each fit's quality on measurements held out of it, the scheduling policies weighed.  The parts live beside it:
+the grid fit (`grid_fit`), the probe's measurements (`probe_data`, `probe_points`), the fits (`least_squares`,
+`decode_fit`, `prefill_fit`, `request_cost`), the policy choice (`policy_choice`); `probe_fit` puts them together.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
-
-from infermeter.engine.decode_fit import MIN_BATCH_SIZES, DecodeFit, fit_decode
-from infermeter.engine.grid_fit import fit_grid_file
-from infermeter.engine.least_squares import HeldOut
-from infermeter.engine.policy_choice import choose_policy
-from infermeter.engine.prefill_fit import PrefillFit
-from infermeter.engine.probe_data import (
-    DecodePoint,
-    Interference,
-    PrefillPoint,
-    PrefixCacheProbe,
-    ProbeData,
-    Turnaround,
-)
-from infermeter.engine.probe_points import (
-    decode_points,
-    interference,
-    mixes_prefill,
-    streaming_peak,
-    turnarounds,
-)
-from infermeter.engine.request_cost import per_request_cost, short_turnarounds
-
-__all__ = [
-    "DECODE_FIT",
-    "HELD_OUT_MAX",
-    "MIN_BATCH_SIZES",
-    "PREFILL_FIT",
-    "R2_MIN",
-    "Calibration",
-    "DecodeFit",
-    "DecodePoint",
-    "FitQuality",
-    "HeldOut",
-    "Interference",
-    "ParameterFit",
-    "PolicyFit",
-    "PrefillFit",
-    "PrefillPoint",
-    "PrefixCacheProbe",
-    "ProbeData",
-    "Turnaround",
-    "choose_policy",
-    "decode_points",
-    "fit_decode",
-    "fit_grid_file",
-    "interference",
-    "mixes_prefill",
-    "per_request_cost",
-    "short_turnarounds",
-    "streaming_peak",
-    "turnarounds",
-]
 
 DECODE_FIT, PREFILL_FIT = "decode steps", "isolated TTFT"  # the calibration's two fits, by what they were fitted to
 HELD_OUT_MAX = 0.15  # a fit whose held-out probes it misses by more (RMS of relative errors) is a warning

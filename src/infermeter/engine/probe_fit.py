@@ -11,26 +11,23 @@ import numpy as np
 from infermeter.engine.calibration import (
     DECODE_FIT,
     HELD_OUT_MAX,
-    MIN_BATCH_SIZES,
     PREFILL_FIT,
     R2_MIN,
     Calibration,
-    DecodeFit,
     FitQuality,
-    HeldOut,
     ParameterFit,
     PolicyFit,
-    PrefillFit,
-    ProbeData,
-    choose_policy,
-    fit_decode,
-    mixes_prefill,
-    per_request_cost,
-    short_turnarounds,
 )
 from infermeter.engine.config import EngineConfig
+from infermeter.engine.decode_fit import MIN_BATCH_SIZES, DecodeFit, fit_decode
 from infermeter.engine.iteration import ContinuousConfig
 from infermeter.engine.latency import IterationModel
+from infermeter.engine.least_squares import HeldOut
+from infermeter.engine.policy_choice import choose_policy
+from infermeter.engine.prefill_fit import PrefillFit
+from infermeter.engine.probe_data import ProbeData
+from infermeter.engine.probe_points import mixes_prefill
+from infermeter.engine.request_cost import per_request_cost, short_turnarounds
 from infermeter.errors import UserError
 from infermeter.units import MS_PER_S
 

@@ -20,18 +20,15 @@ from infermeter.client.backend import Backend, open_backend
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.client.server_metrics import ROLES
 from infermeter.client.urls import endpoint
-from infermeter.engine.calibration import (
+from infermeter.engine.probe_data import (
     DecodePoint,
     Interference,
     PrefillPoint,
     PrefixCacheProbe,
     ProbeData,
     Turnaround,
-    decode_points,
-    interference,
-    streaming_peak,
-    turnarounds,
 )
+from infermeter.engine.probe_points import decode_points, interference, streaming_peak, turnarounds
 from infermeter.errors import UserError
 from infermeter.load.counting import choose_counting, declared_tokenizer
 from infermeter.records import RequestRecord, RunClock
@@ -309,17 +306,14 @@ async def ladders(run: Probing, gauge: KvGauge) -> None:
     """The short prompts' ladder, then a prompt sent while another decodes (interference), then the long prompts'
     ladder (context cost, the KV gauge)."""
     plan = run.plan
-    for prompt, rungs, long in (
-        (plan.short_prompt, plan.ladder, False),
-        (plan.long_prompt, plan.long_ladder, True),
-    ):
-        await ladder(run, gauge, prompt, rungs, long)
-        # right after the short prompts, before the long ones can spend the budget (--quick's 50 s ran out
-        # before it when this came last)
-        alone = [p.step_s for p in run.decode if p.batch == 1]
-        if not long and run.peak > 1 and alone and run.prefill and time.monotonic() < run.deadline:
-            run.mixing = await measure_interference(run.probe, plan, run.prefill, min(alone))
-            run.say(f"a prompt sent while another decodes: {len(run.mixing)} of {INTERFERENCE_REPEATS} measured")
+    await ladder(run, gauge, plan.short_prompt, plan.ladder, False)
+    # right after the short prompts, before the long ones can spend the budget (--quick's 50 s ran out before it
+    # when this came last)
+    alone = [p.step_s for p in run.decode if p.batch == 1]
+    if run.peak > 1 and alone and run.prefill and time.monotonic() < run.deadline:
+        run.mixing = await measure_interference(run.probe, plan, run.prefill, min(alone))
+        run.say(f"a prompt sent while another decodes: {len(run.mixing)} of {INTERFERENCE_REPEATS} measured")
+    await ladder(run, gauge, plan.long_prompt, plan.long_ladder, True)
 
 
 async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ...], long: bool) -> None:
@@ -332,7 +326,7 @@ async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ..
             run.notes.append(f"the time budget ({plan.budget_s:.0f} s) ended the probe before {c} x {prompt} tokens")
             break
         stop = asyncio.Event()
-        watcher = asyncio.create_task(gauge.watch(stop)) if long and gauge and gauge.available else None
+        watcher = asyncio.create_task(gauge.watch(stop)) if long and gauge.available else None
         recs = await probe.together(prompt, c, plan.decode_tokens)
         stop.set()
         if watcher is not None:
@@ -343,17 +337,17 @@ async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ..
         times = [np.asarray(r.token_times) for r in ok]
         prompts = [probe.prompt_tokens(r, prompt) for r in ok]
         run.decode += decode_points(times, prompts, sent=[r.submitted_at for r in ok])
-        if streaming_peak(times) == 1:
+        seen = streaming_peak(times)
+        if seen == 1:
             run.turns += turnarounds(times, prompts)
-        run.peak = max(run.peak, streaming_peak(times))
+        run.peak = max(run.peak, seen)
         run.most_sent = max(run.most_sent, c)
-        if watcher is not None and gauge is not None and gauge.samples:
+        if watcher is not None and gauge.samples:
             est = kv_capacity(gauge.samples, times, prompts)
             gauge.samples.clear()
             if est is not None and c * prompt >= run.held_most:  # the most KV held: the most precise
                 run.kv, run.held_most = est, c * prompt
                 run.kv_source = "tokens held / the KV usage gauge of /metrics"
-        seen = streaming_peak(times)
         run.say(f"{c} together, {prompt}-token prompts: {seen} streaming at most")
         # the server queued some and its running batch stopped growing: sending more shows nothing new,
         # except to a one-at-a-time server more turnarounds after short prompts (where the prefill
