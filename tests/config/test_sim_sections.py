@@ -9,12 +9,13 @@ import typer
 from typer.testing import CliRunner
 
 from infermeter.cli import options as opt
+from infermeter.config import checks
 from infermeter.config.engine import SimEngine
 from infermeter.config.prediction import PredictedEngine
 from infermeter.config.section import Given
 from infermeter.config.sections import Load, Workload
 from infermeter.config.sim import simulated_load
-from infermeter.config.sweep import Sweep, int_items, sweep_plan
+from infermeter.config.sweep import Sweep, sweep_plan
 from infermeter.engine.multi_bin import MultiBinConfig
 from infermeter.errors import UserError
 from infermeter.workload.traces import BURSTGPT_RATE, LEVELS
@@ -44,8 +45,8 @@ def test_a_repeatable_list_option_joins_every_occurrence_and_keeps_its_default_w
     assert sweep.step == "all" and sweep.levels == "high,medium,low"
 
 
-def test_int_items_checks_every_item_of_text_lists_and_nested_lists():
-    parse = int_items(1, 10)
+def test_int_list_checks_every_item_of_text_lists_and_nested_lists():
+    parse = checks.int_list(1, 10)
     assert parse("1, 2,3") == [1, 2, 3]
     assert parse([[1, 2], [3], 4]) == [1, 2, 3, 4]
     for bad in ("0", "1,x", "", [[1], [11]], [0]):

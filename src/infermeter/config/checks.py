@@ -101,13 +101,13 @@ def choice_list(*names: str) -> Callable[[Any], str]:
 
 
 def int_list(lo: int, hi: int) -> Callable[[Any], list[int]]:
-    """A parser for comma-separated whole numbers, each in [lo, hi].  For a `list[int]` option, which may be
-    repeated: typer keeps one list per occurrence (and per default item), which `flat` joins."""
+    """A parser for comma-separated whole numbers, each in [lo, hi]; a list (a scenario file's, or a repeated
+    option's: typer keeps one list per occurrence) is checked item by item and flattened."""
     one = integer(lo, hi)
 
     def parse(value: Any) -> list[int]:
-        if isinstance(value, list):
-            return value
+        if isinstance(value, list | tuple):
+            return [n for item in value for n in (parse(item) if isinstance(item, list | tuple) else [one(item)])]
         items = [x.strip() for x in str(value).split(",")]
         if not any(items):
             raise ValueError(f"expected comma-separated whole numbers from {lo:,} to {hi:,}, got {value!r}")

@@ -3,9 +3,8 @@ takes: these with the workload, load and engine options a simulation shares."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -20,30 +19,17 @@ if TYPE_CHECKING:
     from infermeter.sim.sweep import SweepPlan
 
 
-def int_items(lo: int, hi: int) -> Callable[[Any], list[int]]:
-    """Whole numbers in [lo, hi] from comma-separated text, or from a list (a scenario file's, or the repeated
-    option's: a list per occurrence), flattened."""
-    text, one = checks.int_list(lo, hi), checks.integer(lo, hi)
-
-    def parse(value: Any) -> list[int]:
-        if isinstance(value, list | tuple):
-            return [n for item in value for n in (parse(item) if isinstance(item, list | tuple) else [one(item)])]
-        return text(value)
-
-    return parse
-
-
 class Sweep(Section):
     """The experiments of a sweep: step 1's grid (request counts x GPUs x bins K), the steps, the load levels."""
 
     title = "sweep"
     requests: Annotated[
-        list[int], Flag("request counts, comma-separated", int_items(1, checks.MAX_REQUESTS), repeatable=True)
+        list[int], Flag("request counts, comma-separated", checks.int_list(1, checks.MAX_REQUESTS), repeatable=True)
     ] = Field(default_factory=lambda: [1000, 10000, 100000, 1000000])
-    gpus: Annotated[list[int], Flag("GPU counts, comma-separated", int_items(1, MAX_ENGINES), repeatable=True)] = Field(
-        default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 100]
-    )
-    bins: Annotated[list[int], Flag("K values, comma-separated", int_items(1, 1024), repeatable=True)] = Field(
+    gpus: Annotated[
+        list[int], Flag("GPU counts, comma-separated", checks.int_list(1, MAX_ENGINES), repeatable=True)
+    ] = Field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 100])
+    bins: Annotated[list[int], Flag("K values, comma-separated", checks.int_list(1, 1024), repeatable=True)] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16, 32]
     )
     step: Annotated[

@@ -62,10 +62,6 @@ class BatchFigures:
     cache: dict[str, int]  # prefix-cache outcome -> requests
 
 
-def _flat(values: list[int] | list[list[int]]) -> list[int]:
-    return checks.flat(values)
-
-
 def batch_figures(cols: RecordColumns) -> BatchFigures:
     """exo bench's per-batch figures from a batch's records."""
     ok = cols.ok & (cols.tokens.lengths >= 2)
@@ -135,9 +131,7 @@ class GridSuite:
         return EmulatorConfig(prefix_caching=False)  # exo bench's bench endpoint: every request from a cold cache
 
     def cells(self, params: GridParams) -> list[Cell]:
-        return [
-            Cell(pp, tg, c) for pp in _flat(params.pp) for tg in _flat(params.tg) for c in _flat(params.concurrency)
-        ]
+        return [Cell(pp, tg, c) for pp in params.pp for tg in params.tg for c in params.concurrency]
 
     def procedure(self, lab: Lab, params: GridParams) -> dict[Cell, list[Run]]:
         out: dict[Cell, list[Run]] = {}

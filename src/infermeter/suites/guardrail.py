@@ -195,7 +195,7 @@ class GuardrailSuite:
             tolerance=params.tolerance,
             max_probes=params.max_probes,
         )
-        levels = sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels))
+        levels = sorted(set(params.levels))
         runs: dict[str, dict[int, Run]] = {}
         searches: dict[str, Search] = {}
         capacity: float | None = None

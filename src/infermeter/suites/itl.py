@@ -55,7 +55,7 @@ class ItlParams(SuiteParams):
 
 
 def _levels(params: ItlParams) -> list[int]:
-    return sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels))
+    return sorted(set(params.levels))
 
 
 class ItlSuite:

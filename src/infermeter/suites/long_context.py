@@ -63,10 +63,6 @@ SHORT = WorkloadSpec(
 )
 
 
-def _ints(values: list[int] | list[list[int]]) -> list[int]:
-    return sorted(set(checks.flat(values)))
-
-
 def _chart(runs: list[tuple[int, Run]], fit: ScalingFit) -> Chart:
     """TTFT against context length: the measured mean and P50 per length, the linear and quadratic fits of the mean."""
     lengths = [float(n) for n, _ in runs]
@@ -131,7 +127,7 @@ class LongContextSuite:
         return EmulatorConfig(engine=engine, prefix_caching=False, speed=8)
 
     def lengths(self, lab: Lab, params: LongContextParams) -> tuple[list[int], list[int]]:
-        given = sorted(set(checks.flat(params.lengths) if isinstance(params.lengths[0], list) else params.lengths))
+        given = sorted(set(params.lengths))
         cap = params.max_context or (lab.emulator.max_model_len if lab.emulator is not None else None)
         if cap is None:
             raise UserError("give the model's context window: --max-context N (lengths beyond it are skipped)")
@@ -147,7 +143,7 @@ class LongContextSuite:
         throughput: dict[int, dict[int, Run]] = {}
         for n in kept:
             work = {"workload": lab.workload(f"long-context-{n}", self.workload(n, params))}
-            for c in sorted({params.concurrency, *_ints(params.throughput_concurrency)}):
+            for c in sorted({params.concurrency, *sorted(set(params.throughput_concurrency))}):
                 cfg = lab.config(
                     workload=work, load={"concurrency": c, "requests": max(params.requests, c), "warmup_workload": warm}
                 )
@@ -205,7 +201,7 @@ class LongContextSuite:
                 f"TTFT: {params.requests} requests per length at closed-loop concurrency {params.concurrency}, "
                 f"{params.output_tokens} output tokens each",
                 "max output tok/s: the best of the runs at concurrency "
-                + ", ".join(str(c) for c in _ints(params.throughput_concurrency))
+                + ", ".join(str(c) for c in sorted(set(params.throughput_concurrency)))
                 + " (the draft's 5.9.4 throughput at length), at the concurrency shown",
             ],
         )

@@ -132,7 +132,7 @@ class MemoryPressureSuite:
         found = self.base(lab, params)
         base, source = found.concurrency, found.source
         runs = []
-        levels = sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels))
+        levels = sorted(set(params.levels))
         for pct in levels:
             c = max(1, round(base * pct / 100))
             cfg = lab.config(

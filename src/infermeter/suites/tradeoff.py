@@ -95,7 +95,7 @@ class TradeoffSuite:
     def procedure(self, lab: Lab, params: TradeoffParams) -> dict[str, Any]:
         capacity, source = self.estimate(lab, params)
         levels = []
-        for pct in sorted(set(checks.flat(params.levels) if isinstance(params.levels[0], list) else params.levels)):
+        for pct in sorted(set(params.levels)):
             rate = float(f"{capacity * pct / 100:.4g}")
             cfg = lab.config(workload=params.run_workload(), load={"rate": rate, "duration": params.duration})
             run = lab.run(f"level-{pct}pct", f"{pct}% of capacity: {rate:g} req/s", cfg, level=f"{pct}%")
