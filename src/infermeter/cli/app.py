@@ -20,6 +20,7 @@ from infermeter.errors import ExitCode, Stopped, UserError
 if TYPE_CHECKING:
     from infermeter.conduct.run import RunResult
     from infermeter.emulator.config import EmulatorConfig
+    from infermeter.load.target import Endpoint
 
 T = TypeVar("T")
 
@@ -136,13 +137,14 @@ def _field_hint(run_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def target(
-    url: str | None, emu: EmulatorConfig | None, backend: str = "openai"
-) -> Iterator[tuple[str, dict[str, Any], str]]:
-    """Yield (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded emulator
-    started for the block (with its gRPC front end as the target for --backend grpc; `emu` None: its defaults)."""
+def target(url: str | None, emu: EmulatorConfig | None, backend: str = "openai") -> Iterator[Endpoint]:
+    """Yield the endpoint (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded
+    emulator started for the block (with its gRPC front end as the target for --backend grpc; `emu` None: its
+    defaults)."""
+    from infermeter.load.target import Endpoint
+
     if url is not None:
-        yield url, {}, url
+        yield Endpoint(url, {}, url)
         return
     from infermeter.emulator.config import EmulatorConfig
     from infermeter.emulator.declaration import sut_declaration
@@ -155,7 +157,7 @@ def target(
     err.print("starting the embedded emulator (no --url given)")
     with emulator_process(emu, pin_cpus=True) as process:
         target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
-        yield target, sut_declaration(emu), process.url
+        yield Endpoint(target, sut_declaration(emu), process.url)
 
 
 def emulator_settings(path: Path | None, scheduler: str | None) -> EmulatorConfig:

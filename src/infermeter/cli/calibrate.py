@@ -33,7 +33,7 @@ EngineOut = Annotated[
 
 
 def _grid(grid_csv: Path) -> None:
-    from infermeter.engine.calibration import fit_grid_file
+    from infermeter.engine.grid_fit import fit_grid_file
 
     with about("grid_csv"):
         fit = fit_grid_file(grid_csv)
@@ -86,7 +86,7 @@ def calibrate(
         return
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
-    from infermeter.load.target import Endpoint, resolve_target
+    from infermeter.load.target import resolve_target
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     tokenizer = Workload.from_options(given.get("workload", {})).tokenizer
@@ -99,12 +99,18 @@ def calibrate(
     plan = plan.capped(calibration.max_prompt) if calibration.max_prompt is not None else plan
     emu = None if section.url is not None else emulator_settings(emulator_config, None)
     backend = section.backend
-    with target(section.url, emu, backend) as (target_url, sut, metrics_url):
-        cfg = run_async(resolve_target(section, Endpoint(target_url, sut, metrics_url))).client
-        err.print(f"probing {target_url} (at most {plan.budget_s:.0f} s)")
+    with target(section.url, emu, backend) as endpoint:
+        cfg = run_async(resolve_target(section, endpoint)).client
+        err.print(f"probing {endpoint.url} (at most {plan.budget_s:.0f} s)")
         probe = run_async(
             probe_server(
-                cfg, plan, backend, tokenizer, sut.get("tokenizer"), lambda line: err.print(f"  {line}"), metrics_url
+                cfg,
+                plan,
+                backend,
+                tokenizer,
+                endpoint.sut.get("tokenizer"),
+                lambda line: err.print(f"  {line}"),
+                endpoint.metrics_url,
             )
         )
     engine = fit_engine(probe)

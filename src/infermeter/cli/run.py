@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import (
@@ -57,7 +56,6 @@ def run(
     from infermeter.conduct.run import conduct
     from infermeter.config.scenario import run_config
     from infermeter.load.plan import Work, WorkloadSource
-    from infermeter.load.target import Endpoint
     from infermeter.report.console import minimum_report
 
     cfg = run_config(config, given, emulator_config, scheduler)
@@ -67,8 +65,8 @@ def run(
     work = Work.draw(cfg, source)  # the requests, drawn before anything starts: a bad workload costs nothing
     run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     refuse_existing_run(run_dir)
-    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as found:
-        result = run_async(conduct(cfg, Endpoint(*found), run_dir, progress, work))
+    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as endpoint:
+        result = run_async(conduct(cfg, endpoint, run_dir, progress, work))
     print(minimum_report(result.summary, read_run_info(result.run_dir)))
     print(f"\nrun directory: {result.run_dir}  (full tables: infermeter report {result.run_dir})")
     finish_run(result)
@@ -113,7 +111,6 @@ def capacity(
     """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming.  With
     --trace each probe replays the trace's lengths and arrival pattern, scaled to the probe's rate."""
     from infermeter.config.scenario import run_config
-    from infermeter.load.target import Endpoint
     from infermeter.metrics.slo import parse_capacity_slo
     from infermeter.suites.capacity_probes import Bounds, CapacitySearch
 
@@ -138,9 +135,9 @@ def capacity(
         ]
         print(grid(header, [row]).splitlines()[3], flush=True)
 
-    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as found:
+    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as endpoint:
         print("\n".join(grid(header, []).splitlines()[:3]), flush=True)
-        result = search.run(Endpoint(*found), on_probe=show)
+        result = search.run(endpoint, on_probe=show)
     cap = result.capacity_req_s
     print(
         f"\ncapacity: {'none found (the lowest probe failed)' if cap is None else f'{cap:g} req/s'}"
@@ -154,14 +151,6 @@ PREFILL_PARTS = (
     opt.Part("target", Target, only=("url", "backend", "api", "model", "api_key_env", "extra_body", "ignore_eos")),
     opt.Part("workload", Workload, only=("tokenizer",)),
 )
-
-
-def _target_section(given: Given) -> Target:
-    """The target options a command gave, checked together (a rule across them is a one-line error)."""
-    try:
-        return Target.model_validate(given.get("target", {}))
-    except ValidationError as exc:
-        raise UserError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 
 
 @app.command("profile-prefill")
@@ -182,7 +171,7 @@ def profile_prefill_cmd(
     emulator_config: opt.EmulatorConfigFile = None,
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
-    from infermeter.load.target import Endpoint, resolve_target
+    from infermeter.load.target import resolve_target
     from infermeter.suites.prefill import profile_prefill
 
     lengths = opt.flat(lengths)
@@ -191,7 +180,7 @@ def profile_prefill_cmd(
     refuse_run_file(out)
     if len(set(lengths)) < 3:
         raise UserError(f"--lengths needs at least three different lengths to fit a curve, got {len(set(lengths))}")
-    section = _target_section(given)
+    section = Target.from_options(given.get("target", {}))
     tokenizer = given.get("workload", {}).get("tokenizer")
     api_key(section.api_key_env)
     emu = None if section.url is not None else emulator_settings(emulator_config, None)
@@ -200,8 +189,7 @@ def profile_prefill_cmd(
     def on_point(length: int, ttft: float | None) -> None:
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
-    with target(section.url, emu, section.backend) as found:
-        endpoint = Endpoint(*found)
+    with target(section.url, emu, section.backend) as endpoint:
         cfg = run_async(resolve_target(section, endpoint)).client
         declared = endpoint.sut.get("tokenizer")
         curve = run_async(

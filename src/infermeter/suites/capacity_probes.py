@@ -15,8 +15,6 @@ from infermeter.load.target import Endpoint
 from infermeter.metrics.slo import Slo
 from infermeter.suites.capacity import CapacityResult, ProbeResult, claim_search_dir
 
-STOP_CODES = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
-
 
 @dataclass(frozen=True)
 class Bounds:
@@ -79,12 +77,12 @@ class CapacitySearch:
         """The search against `endpoint`, each probe a full run kept in the search's directory."""
         from infermeter.conduct.run import conduct
         from infermeter.suites.capacity import search
-        from infermeter.suites.lab import _run_async
+        from infermeter.suites.lab import STOP_CODES, run_async
 
         def run_probe(rate: float, run_dir: Path) -> None:
             cfg = self.probe_config(rate)
             work = Work.draw(cfg, self.source)
-            result = _run_async(conduct(cfg, endpoint, run_dir, self.progress, work))
+            result = run_async(conduct(cfg, endpoint, run_dir, self.progress, work))
             if result.stopped is not None:
                 raise Stopped(
                     f"capacity search stopped during the probe at {rate:g} req/s ({result.stopped}); the probes "

@@ -13,15 +13,15 @@ from infermeter.run_info import ClockAccuracy, RunInfo, Warmup
 from infermeter.suite_result import Level, Requirement
 
 NOT_DECLARED = "not declared"
-Verdict = tuple[bool | None, str]
-NO_RUNS: Verdict = (None, "no run was made: nothing to judge")
+Judged = tuple[bool | None, str]
+NO_RUNS: Judged = (None, "no run was made: nothing to judge")
 
 
-def _req(level: Level, section: str, text: str, judged: Verdict) -> Requirement:
+def _req(level: Level, section: str, text: str, judged: Judged) -> Requirement:
     return Requirement(level=level, section=section, text=text, met=judged[0], reason=judged[1])
 
 
-def _over(infos: Sequence[RunInfo], one: Callable[[RunInfo], Verdict], met_text: str) -> Verdict:
+def _over(infos: Sequence[RunInfo], one: Callable[[RunInfo], Judged], met_text: str) -> Judged:
     """Every run judged by `one`: not met when any run fails (its reason), not verifiable when any cannot tell
     and none fails, else met with `met_text` (formatted with the runs' own reasons)."""
     if not infos:
@@ -36,7 +36,7 @@ def _over(infos: Sequence[RunInfo], one: Callable[[RunInfo], Verdict], met_text:
     return True, met_text.format(first=judged[0][1] if judged else "", n=len(infos))
 
 
-def _declared(infos: Sequence[RunInfo], attr: str, what: str, option: str) -> Verdict:
+def _declared(infos: Sequence[RunInfo], attr: str, what: str, option: str) -> Judged:
     if not infos:
         return NO_RUNS
     values = [getattr(i.sut, attr) for i in infos]
@@ -46,7 +46,7 @@ def _declared(infos: Sequence[RunInfo], attr: str, what: str, option: str) -> Ve
     return True, "; ".join(sorted({str(v) for v in values}))
 
 
-def _refusals(infos: Sequence[RunInfo]) -> Verdict:
+def _refusals(infos: Sequence[RunInfo]) -> Judged:
     if not infos:
         return NO_RUNS
     known = [i.stream.refusals for i in infos if i.stream is not None]
@@ -55,7 +55,7 @@ def _refusals(infos: Sequence[RunInfo]) -> Verdict:
     return True, f"{sum(known)} refusals (finish_reason content_filter) over {len(known)} runs"
 
 
-def _client(infos: Sequence[RunInfo]) -> Verdict:
+def _client(infos: Sequence[RunInfo]) -> Judged:
     """4.2.5: each run's client_health block, which a run sent by this process always has."""
     if not infos:
         return NO_RUNS
@@ -72,7 +72,7 @@ def _client(infos: Sequence[RunInfo]) -> Verdict:
     return True, f"the client kept up in all {len(infos)} runs"
 
 
-def _tokenizer(info: RunInfo) -> Verdict:
+def _tokenizer(info: RunInfo) -> Judged:
     """4.4.1: name (and version), vocabulary size and source."""
     t = info.tokenizer
     missing = [what for what, v in (("name", t.name), ("vocabulary size", t.vocab_size), ("source", t.source)) if not v]
@@ -81,14 +81,14 @@ def _tokenizer(info: RunInfo) -> Verdict:
     return True, f"{t.name}, {t.vocab_size:,} tokens, {t.source}"
 
 
-def _counting(info: RunInfo) -> Verdict:
+def _counting(info: RunInfo) -> Judged:
     method = info.tokenizer.counting_method
     if method not in ("A", "B"):
         return False, f"no token counting option declared (run.json says {method!r})"
     return True, f"option {method} ({info.tokenizer.counting_method_text or 'declared'})"
 
 
-def _special(info: RunInfo) -> Verdict:
+def _special(info: RunInfo) -> Judged:
     """4.4.3: BOS/EOS, system prompt and tool/function-call tokens, each declared for the run."""
     s = info.tokenizer.special
     if s is None:
@@ -101,7 +101,7 @@ def _special(info: RunInfo) -> Verdict:
     return True, f"BOS/EOS: {s.bos_eos}; system prompt: {s.system_prompt}; tool calls: {s.tool_calls}"
 
 
-def _warm(w: Warmup) -> Verdict:
+def _warm(w: Warmup) -> Judged:
     """4.5.1 for one warmed-up run: completed, >= 100 requests and >= 10,000 output tokens, and every warm-up request
     finished on its own before the measurement (none in flight or cut off when the warm-up's load returned)."""
     if not w.done:
@@ -125,7 +125,7 @@ def _warm(w: Warmup) -> Verdict:
     return True, f"{counts}, queue drained (none in flight at its end)"
 
 
-def _probes(w: Warmup) -> Verdict:
+def _probes(w: Warmup) -> Judged:
     """4.5.2 for one warmed-up run: the probe before answered, and the last three after within 10% of each other."""
     after = w.probes_after_s or []
     if w.probe_before_s is None:
@@ -143,7 +143,7 @@ def _probes(w: Warmup) -> Verdict:
     return True, f"{figures}, within {PROBE_STABLE:.0%}"
 
 
-def _cold(w: Warmup) -> Verdict:
+def _cold(w: Warmup) -> Judged:
     """4.5.3 for one declared cold start: no warm-up request was sent, and run.json notes the cold start (the reports
     print it)."""
     if w.requests or w.done:
@@ -153,7 +153,7 @@ def _cold(w: Warmup) -> Verdict:
     return True, f"no warm-up request sent; {w.note}"
 
 
-def _clock_stated(info: RunInfo) -> Verdict:
+def _clock_stated(info: RunInfo) -> Judged:
     """4.7.2: the synchronization method and estimated accuracy stated (one clock, measured, or declared)."""
     ca = info.clock_accuracy
     if (ca is not None and ca.same_host) or info.sut.clock_sync == SINGLE_MACHINE:
@@ -166,7 +166,7 @@ def _clock_stated(info: RunInfo) -> Verdict:
     return False, f"a remote server, no accuracy measured{why} and none declared: give --clock-sync"
 
 
-def ntp_verdict(ca: ClockAccuracy) -> Verdict:
+def ntp_verdict(ca: ClockAccuracy) -> Judged:
     """4.7.2's 10 ms for the load generator's own clock: its NTP daemon's estimate (one clock on loopback); not
     verifiable when no daemon could be read."""
     if ca.same_host:
@@ -181,7 +181,7 @@ def ntp_verdict(ca: ClockAccuracy) -> Verdict:
     return True, within
 
 
-def agreement_verdict(ca: ClockAccuracy) -> Verdict:
+def agreement_verdict(ca: ClockAccuracy) -> Judged:
     """4.7.2's 10 ms between the load generator's and the server's clocks: only an observation of the server's clock
     (the HTTP Date bracket) decides it; one clock on loopback; not verifiable when nothing observed the server's clock,
     or the bracket is too wide to tell."""
@@ -200,7 +200,7 @@ def agreement_verdict(ca: ClockAccuracy) -> Verdict:
     return None, f"{bracket}: too wide to tell ({ca.date.note or 'a long round trip'})"
 
 
-def _ntp(info: RunInfo) -> Verdict:
+def _ntp(info: RunInfo) -> Judged:
     """4.7.2's 10 ms for the load generator's clock in one run."""
     if info.clock_accuracy is None:
         if info.sut.clock_sync == SINGLE_MACHINE:
@@ -209,7 +209,7 @@ def _ntp(info: RunInfo) -> Verdict:
     return ntp_verdict(info.clock_accuracy)
 
 
-def _agree(info: RunInfo) -> Verdict:
+def _agree(info: RunInfo) -> Judged:
     """4.7.2's 10 ms between clocks in one run: the server's, and any remote workers' placed on the coordinator's."""
     far = [w for w in (info.distributed.workers if info.distributed else []) if w.clock and not w.clock.same_host]
     worst = max(far, key=lambda w: w.clock.accuracy_s if w.clock else 0.0, default=None)
@@ -222,7 +222,7 @@ def _agree(info: RunInfo) -> Verdict:
     return agreement_verdict(info.clock_accuracy)
 
 
-def _rtt(infos: Sequence[RunInfo]) -> Verdict:
+def _rtt(infos: Sequence[RunInfo]) -> Judged:
     if not infos:
         return NO_RUNS
     got = [i.network.rtt_ms_median for i in infos if i.network is not None and i.network.rtt_ms_median is not None]
@@ -231,7 +231,7 @@ def _rtt(infos: Sequence[RunInfo]) -> Verdict:
     return True, f"median TCP connect RTT {min(got):.3f}-{max(got):.3f} ms, reported beside TTFT"
 
 
-def _non_content(infos: Sequence[RunInfo]) -> Verdict:
+def _non_content(infos: Sequence[RunInfo]) -> Judged:
     if not infos:
         return NO_RUNS
     noted = [i.stream.non_content_first for i in infos if i.stream is not None]

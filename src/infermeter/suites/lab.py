@@ -186,7 +186,7 @@ class Lab:
     def _measure(self, cfg: RunConfig, run_dir: Path, fresh: bool) -> None:
         from infermeter.conduct.run import conduct
 
-        result = _run_async(conduct(cfg, self._target(cfg, fresh), run_dir, self.progress))
+        result = run_async(conduct(cfg, self._target(cfg, fresh), run_dir, self.progress))
         if result.stopped is not None or result.disk_failure is not None:
             why = result.disk_failure or result.stopped
             raise Stopped(
@@ -215,7 +215,7 @@ class Lab:
         return self._running[1]
 
 
-def _run_async(coro: Any) -> Any:
+def run_async(coro: Any) -> Any:
     """A run on uvloop when available, as the CLI runs them."""
     try:
         import uvloop

@@ -102,18 +102,18 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
     from infermeter.engine.probe_fit import fit_engine
     from infermeter.load.target import resolve_target
     from infermeter.suites.calibration import FULL, QUICK, probe_server
-    from infermeter.suites.lab import _run_async
+    from infermeter.suites.lab import run_async
 
     endpoint = lab.endpoint()
     url, sut, metrics_url = endpoint
     t = lab.base.target
-    cfg = _run_async(resolve_target(t, endpoint)).client
+    cfg = run_async(resolve_target(t, endpoint)).client
     plan = QUICK if params.quick_probe else FULL
     plan = plan.capped(params.max_prompt) if params.max_prompt is not None else plan
     lab.console.print(f"calibration: probing {url} (at most {plan.budget_s:.0f} s)", highlight=False)
     say = lambda line: lab.console.print(f"  {line}", highlight=False)  # noqa: E731
     tokenizer = lab.base.workload.tokenizer
-    probe = _run_async(probe_server(cfg, plan, t.backend, tokenizer, sut.get("tokenizer"), say, metrics_url))
+    probe = run_async(probe_server(cfg, plan, t.backend, tokenizer, sut.get("tokenizer"), say, metrics_url))
     engine = fit_engine(probe)
     lab.out.mkdir(parents=True, exist_ok=True)
     save_engine_config(engine, path)
@@ -180,7 +180,7 @@ class TwinSuite:
 
         engine = calibrated_engine(lab, params)
         seed = lab.base.workload.seed
-        loads = sorted(set(checks.flat(params.loads) if isinstance(params.loads[0], list) else params.loads))
+        loads = sorted(set(params.loads))
         ends = bound_engines(engine)
         with lab.simulations() as tasks:  # dask tasks with --workers / --cluster
             capacity = predicted_capacity(next(iter(tasks(simulate_task, [capacity_task(engine, params, seed)]))))

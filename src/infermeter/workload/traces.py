@@ -61,11 +61,6 @@ def _columns(path: Path) -> _BurstGPT:
     return _burstgpt_columns(path.resolve(), version)
 
 
-def usable_requests(path: Path, model: str | None = None, keep_failed: bool = False) -> int:
-    """How many requests of a BurstGPT trace replay (what `load_burstgpt` gives without `n`)."""
-    return int(_usable(_columns(path), model, keep_failed).sum())
-
-
 def _usable(c: _BurstGPT, model: str | None, keep_failed: bool) -> np.ndarray:
     keep = c.inputs > 0
     if model is not None:
