@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 OPTIONS = ("A", "B")
+SRC = Path(__file__).resolve().parent.parent / "src"
 
 
 @dataclass(frozen=True)
@@ -45,24 +46,24 @@ def measure(run_dir: Path, option: str, repeat: int) -> Cost:
     """Read the run `repeat` times under `option` (in this process: the peak is the first read's)."""
     from infermeter.metrics import RecordColumns, summarize
     from infermeter.records import read_run_info
+    from summary_speed import best_of
 
     info = read_run_info(run_dir)
     before = status_mb("VmRSS")
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        summarize(RecordColumns.of_run(run_dir, info), option)  # type: ignore[arg-type]
-        times.append(time.perf_counter() - t0)
+    seconds = best_of(lambda: summarize(RecordColumns.of_run(run_dir, info), option), repeat)  # type: ignore[arg-type]
     peak = status_mb("VmHWM")
-    return Cost(seconds=min(times), peak_mb=max(peak - before, 0.0))
+    return Cost(seconds=seconds, peak_mb=max(peak - before, 0.0))
 
 
 def in_subprocess(run_dir: Path, option: str, repeat: int) -> Cost:
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", str(SRC))  # the code beside this script, as report_speed.py measures
     out = subprocess.run(
         [sys.executable, __file__, "--measure", str(run_dir), "--option", option, "--repeat", str(repeat)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     ).stdout
     return Cost(**json.loads(out.strip().splitlines()[-1]))
 

@@ -34,7 +34,8 @@ def test_option_a_gaps_streamed_equal_the_whole_fields(tmp_path, monkeypatch, pa
 
     sizes = [k for r in recs if r.status == "ok" for k in r.chunk_tokens if k > 0]
     counted = ChunkSizes(len(sizes), sum(sizes), sizes.count(1), max(sizes))
-    assert lazy.chunk_sizes() == whole.chunk_sizes() == counted
+    assert lazy.chunk_sizes() == whole.chunk_sizes() == counted  # lazy's from option A's pass
+    assert RecordColumns.of_run(run).chunk_sizes() == counted  # read on its own, streamed
     first, last = lazy.token_ends()
     np.testing.assert_array_equal(first, whole.tokens.first())
     np.testing.assert_array_equal(last, whole.tokens.last())

@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 from infermeter.errors import UserError
 from infermeter.metrics.chunk_sizes import ChunkSizes
 from infermeter.records import SCHEMA, RecordsFile, RequestRecord, read_records, read_run_info, records_to_table
+from infermeter.records.reader import BATCH_ROWS
 from infermeter.run_info import RunInfo, Tokenizer
 
 Counting = Literal["A", "B"]  # the IETF draft's token counting options: A native (the server's), B reference
 
 
 BLOCK_VALUES = 1 << 20  # values per block of requests in blockwise passes: temporaries stay small
-BATCH_ROWS = 4096  # rows per batch of a list field streamed from records.parquet
 PAIR_ROWS = BATCH_ROWS // 2  # the same for two list fields streamed side by side
 
 
@@ -301,7 +301,7 @@ class RecordColumns:
         out = _GapsOut(n, self.__dict__["_source"].room("chunk_times"))
         first, last = np.full(n, np.nan), np.full(n, np.nan)
         received = self.server_output_tokens  # the records' own counts (not the reference tokenizer's)
-        all_carried = True
+        ends = "_token_ends" not in self.__dict__  # wanted, until a request's chunks do not carry all its tokens
         counted = ChunkSizes()
         rows = PAIR_ROWS  # two fields read side by side: half the rows of one, about the same bytes in flight
         pairs = zip(self.list_blocks("chunk_times", rows), self.list_blocks("chunk_tokens", rows), strict=True)
@@ -312,11 +312,12 @@ class RecordColumns:
             content = sizes.values > 0
             carried = times if content.all() else times.select(content)
             out.add(start, carried, ok[start:end])
-            first[start:end], last[start:end] = carried.first(), carried.last()
-            all_carried = all_carried and np.array_equal(segment_sum(sizes.values, sizes.offsets), received[start:end])
+            ends = ends and np.array_equal(segment_sum(sizes.values, sizes.offsets), received[start:end])
+            if ends:
+                first[start:end], last[start:end] = carried.first(), carried.last()
             counted = counted + ChunkSizes.of(sizes.values, np.repeat(ok[start:end], sizes.lengths))
         object.__setattr__(self, "_chunk_sizes", counted)
-        if all_carried and "_token_ends" not in self.__dict__:
+        if ends:
             object.__setattr__(self, "_token_ends", (first, last))
         return out.ragged()
 

@@ -27,6 +27,8 @@ from infermeter.records.schema import (
 )
 from infermeter.run_info import RunInfo, parse_run_info
 
+BATCH_ROWS = 4096  # rows per batch of a list field streamed from records.parquet
+
 
 def read_run_info(run_dir: Path) -> RunInfo:
     """run.json of any version this infermeter knows (an older one upgraded); a one-line error otherwise."""
@@ -119,7 +121,7 @@ class RecordsFile:
         leaf = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] == name]
         return sum(meta.row_group(g).column(leaf[0]).num_values for g in range(meta.num_row_groups)) if leaf else 0
 
-    def list_batches(self, name: str, rows: int = 4096) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def list_batches(self, name: str, rows: int = BATCH_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """A list field a batch of rows at a time: (each row's length, 0 for a null; the rows' values in order, a view
         valid until the next batch).  Reading stops where the caller stops."""
         if name not in self.names:
@@ -157,7 +159,7 @@ class RecordsFile:
             filled, row = filled + len(flat), row + len(part)
         return lengths, values[:filled]
 
-    def valid_batches(self, name: str, rows: int = 4096) -> Iterator[np.ndarray]:
+    def valid_batches(self, name: str, rows: int = BATCH_ROWS) -> Iterator[np.ndarray]:
         """Which rows of a field are not null, a batch of rows at a time (to stop reading once the answer is known)."""
         if name not in self.names:
             yield np.zeros(self.rows, dtype=bool)
