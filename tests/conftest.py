@@ -99,8 +99,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         stale = [prefix for prefix in SECOND_TIER_TESTS if not any(i.startswith(prefix) for i in ids)]
         if stale:
             raise pytest.UsageError(f"SECOND_TIER_TESTS in tests/conftest.py names no test: {stale}")
-    kept = [item for item in items if second_tier(item) == wanted]
-    config.hook.pytest_deselected(items=[item for item in items if second_tier(item) != wanted])
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if second_tier(item) == wanted else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
     kept.sort(key=lambda item: SECOND_TIER in item.path.parents)
     items[:] = kept
 

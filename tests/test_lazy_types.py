@@ -31,7 +31,3 @@ def test_type_checkers_see_the_names_loaded_at_run_time(package):
     lazy = {export: f"{name}.{module}" for export, module in importlib.import_module(name)._FROM.items()}
     assert declared(package) == lazy
 
-
-def test_declared_reads_the_block():
-    """The check can fail: a package without the block declares nothing."""
-    assert declared("engine") == {}

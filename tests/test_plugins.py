@@ -257,14 +257,17 @@ def test_every_own_entry_is_described_and_loads_what_it_names(registry: Registry
         entry = registry[name]
         assert entry.description and "\n" not in entry.description, name
         obj = registry.load(name)
-        assert obj is not None and declared_name(obj) in (name, None), name
+        if registry is BACKENDS:  # a class the transport is built from; it names itself nowhere
+            assert isinstance(obj, type), name
+        else:
+            assert declared_name(obj) == name, name
 
 
-def declared_name(obj: object) -> str | None:
+def declared_name(obj: object) -> str:
     """The name an object gives itself: a suite's or workload's `name`, a scheduler config's default `name`."""
     if isinstance(obj, type) and issubclass(obj, BaseModel):
         return str(obj.model_fields["name"].default)
-    return getattr(obj, "name", None)
+    return str(obj.name)
 
 
 def test_the_standard_workloads_are_the_registered_ones() -> None:

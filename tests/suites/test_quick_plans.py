@@ -79,14 +79,11 @@ def test_throughput_search_probes_upward_from_its_start(tmp_path: Path) -> None:
     offered = [rate_of(r) for r in result.runs]
     assert len(result.runs) == 2 and [r.level for r in result.runs] == ["probe 1", "probe 2"]
     assert offered[0] == 2.0 and offered[1] is not None and offered[1] > 2.0
-    steps = table(result, "").rows
-    assert len(steps) == 2
-    f = result.analysis.figures
-    if f["sustainable_load"] is not None:
-        assert [t.caption for t in result.analysis.tables][1:] == [
-            "Table 3: Throughput Summary",
-            "Table 4: Latency at Maximum Throughput",
-        ]
+    assert len(table(result, "Search levels").rows) == 2  # one row per probe
+    found = result.analysis.figures["sustainable_load"]
+    assert found is None or any(found == pytest.approx(o) for o in offered)  # a probe's rate, or none sustained
+    summary = ["Table 3: Throughput Summary", "Table 4: Latency at Maximum Throughput"]
+    assert [t.caption for t in result.analysis.tables][1:] == ([] if found is None else summary)
 
 
 def test_itl_probes_the_saturation_then_runs_each_level_as_a_share_of_it(tmp_path: Path) -> None:
