@@ -448,6 +448,39 @@ KINDS: dict[str, Kind] = {
     "throughput_concurrency": INT_LIST,
     **dict.fromkeys(("capacity_concurrency", "capacity_requests"), integer()),
 }
+MOONCAKE_ROW = '{"timestamp": %s, "input_length": 10, "output_length": 2, "hash_ids": %s}\n'
+DATASET = Kind(
+    (
+        Bad("missing.jsonl"),
+        file("d", None),  # a directory that is no saved dataset
+        *files("d.jsonl", "", "\n", "not json\n", '{"text": "no prompt field"}\n', '["a list"]\n'),
+        *files("d.json", "{", "[]", '[{"conversations": 5}]', '[{"conversations": [{"from": "human"}]}]'),
+        file("d.txt", "plain text\n"),
+        file("d.csv", "a,b\n1,2\n"),
+        file("d.jsonl", MOONCAKE_ROW % ("5", "[1]") + MOONCAKE_ROW % ("3", "[1]")),  # time goes back
+        file("d.jsonl", MOONCAKE_ROW % ("0", '[1, "a"]')),  # a hash_id that is no integer
+        file("d.jsonl", MOONCAKE_ROW % ("0", "[true]")),
+        file("d.jsonl", MOONCAKE_ROW % ("0", "[1, 2, 3]")),  # more blocks than its input length holds
+        file("d.jsonl", '{"timestamp": 0, "input_length": -4, "output_length": 2}\n'),
+    )
+)
+THINK_TIME = Kind(bad("", "exp", "exp:", "exp:-1s", "fixed:abc", "uniform:3s-1s", "uniform:1s", "gamma:2s", "exp:1-2"))
+MODEL_MIX = Kind(bad("", "a", "a=", "a=0", "a=-1", "a=nan", "a=inf", "a=1,a=2", "=1", "a=x", "a=1,,b=1"))
+HEADER = Kind(bad("", "nocolon", ": v", "a b: v", "X: two\nlines", "(x): v"))
+REQUEST_ID_PREFIX = Kind(bad("", "a b", "x" * 65, "caf\u00e9", "tab\there"))
+KINDS.update(
+    {
+        "dataset": DATASET,
+        "dataset_format": CHOICE,
+        "history": CHOICE,
+        **dict.fromkeys(("max_input_tokens", "max_output_tokens", "dataset_sample", "block_tokens"), integer()),
+        "think_time": THINK_TIME,
+        "ramp_up": number(),
+        "model_mix": MODEL_MIX,
+        "header": HEADER,
+        "request_id_prefix": REQUEST_ID_PREFIX,
+    }
+)
 SUITE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}"))  # a run, a file: not a suite's directory
 SCENARIO = Kind(
     (

@@ -28,13 +28,18 @@ FORBIDDEN = [
     ("infermeter.config", "infermeter.suites", "configuration knows no procedures"),
 ]
 # the contracts' leaves: modules every writer and reader imports, so they import (almost) nothing of the package
+RUN_INFO_PARTS = ("infermeter.run_block", "infermeter.workload_declaration")  # run.json's types beside run_info
 RECORD_PARTS = tuple(f"infermeter.records.{part}" for part in ("schema", "reader", "writer", "clock"))
 LEAVES = {
     **{  # the records package: its parts import one another and nothing else of the package but these
-        part: {"infermeter", "infermeter.errors", "infermeter.secrets", "infermeter.run_info", *RECORD_PARTS}
+        part: {"infermeter", "infermeter.errors", "infermeter.secrets", "infermeter.run_info", *RUN_INFO_PARTS}
+        | set(RECORD_PARTS)
         for part in ("infermeter.records", *RECORD_PARTS)
     },
-    "infermeter.run_info": {"infermeter", "infermeter.errors"},  # the version, errors
+    # the version, errors, and its parts: the block base and the workload block
+    "infermeter.run_info": {"infermeter", "infermeter.errors", *RUN_INFO_PARTS},
+    "infermeter.workload_declaration": {"infermeter.run_block"},
+    "infermeter.run_block": set(),
     "infermeter.suite_result": {"infermeter.chart"},  # suite.json keeps its charts as data
     "infermeter.chart": set(),
 }

@@ -18,10 +18,12 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from infermeter import __version__
 from infermeter.errors import UserError
+from infermeter.run_block import Block
+from infermeter.workload_declaration import Arrivals, WorkloadDeclaration
 
 RUN_SCHEMA: Final = "infermeter.run/2"
 RUN_SCHEMA_V1 = "infermeter.run/1"
@@ -40,12 +42,6 @@ def software_versions() -> dict[str, str]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
     return out
-
-
-class Block(BaseModel):
-    """A run.json block: a stray key is an error, and a value assigned later is checked like one read."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class SoftwareVersion(Block):
@@ -73,49 +69,6 @@ class Sut(Block):
     faults: list[dict[str, Any]] | None = None  # the emulator's injected faults (emulator.faults models, as JSON)
 
 
-class Arrivals(Block):
-    """The arrival process (workload.arrivals.ArrivalSpec) with its one-line description."""
-
-    kind: str
-    rate: float | None = None
-    burstiness: float = 1.0
-    time_scale: float = 1.0
-    description: str = ""
-
-
-class WorkloadClass(Block):
-    """One request class: its share of requests and its length distributions, described in words."""
-
-    name: str = ""
-    weight: float = 1.0
-    input: str
-    output: str
-
-
-class PrefixSharing(Block):
-    """Shared prompt prefixes: the share of requests with one, how many distinct ones, their length."""
-
-    fraction: float
-    count: int
-    length: str
-    zipf_s: float | None = None
-
-
-class WorkloadDeclaration(Block):
-    """What run.json declares about the workload (draft 4.3.1, 4.3.3); `spec` is the WorkloadSpec as JSON."""
-
-    name: str | None = None
-    seed: int | None = None
-    spec: dict[str, Any] | None = None
-    source: str | None = None  # a replayed trace's file
-    classes: list[WorkloadClass] = Field(default_factory=list)
-    prefix_sharing: PrefixSharing | None = None
-    output_control: str | None = None
-    content: str | None = None  # what the prompts' text is: n-gram and speculative decoders behave by it (A.5)
-    notes: list[str] = Field(default_factory=list)
-    arrivals: Arrivals | None = None
-
-
 class Load(Block):
     """The load the run applied: open loop (arrivals), closed loop (concurrency), bounded by count or time."""
 
@@ -125,6 +78,12 @@ class Load(Block):
     concurrency: int | None = None
     barrier: bool = False
     arrivals: Arrivals | None = None
+    ramp_up_s: float | None = None  # the rate or users rose over these seconds; their requests are not summarized
+    ramped: int | None = None  # requests sent during the ramp-up (left out of the summary)
+    max_concurrency: int | None = None  # an open loop's cap on requests in flight (sends waited for a slot)
+    model_mix: dict[str, float] | None = None  # model or adapter -> share of requests
+    headers: list[str] = Field(default_factory=list)  # names of the extra headers sent (values never written)
+    request_id_prefix: str | None = None
 
 
 class SpecialTokens(Block):

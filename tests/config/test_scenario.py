@@ -151,7 +151,7 @@ def test_options_that_would_be_ignored_are_refused(tmp_path: Path) -> None:
     trace.write_text(header + "0,m,5,5,10,x\n1,m,5,5,10,x\n")
     with pytest.raises(UserError, match=r"--arrival and --burstiness shape a rate's arrivals"):
         run_config(None, {"workload": {"trace": trace}, "load": {"arrival": "gamma", "burstiness": 0.5}})
-    with pytest.raises(UserError, match=r"--rps-scale compresses a replayed --trace"):
+    with pytest.raises(UserError, match=r"--rps-scale \(--time-scale\) compresses a replayed --trace"):
         run_config(None, {"workload": {"rps_scale": 2.0}})
     with pytest.raises(UserError, match=r"is a gRPC address: add --backend grpc"):
         run_config(None, {"target": {"url": "grpc://127.0.0.1:8001"}, "load": {"rate": 1.0}})

@@ -12,8 +12,9 @@ import pytest
 from infermeter.load.counting import TokenCounting, choose_counting
 from infermeter.load.prompts import tokenizer_block
 from infermeter.load.special_tokens import special_tokens
-from infermeter.run_info import PrefixSharing, SpecialTokens, WorkloadDeclaration
+from infermeter.run_info import SpecialTokens
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload_declaration import PrefixSharing, WorkloadDeclaration
 
 PLAIN = WorkloadDeclaration(name="synthetic-uniform", seed=1)
 SHARED = WorkloadDeclaration(

@@ -14,10 +14,11 @@ from infermeter.config.sections import Workload
 from infermeter.emulator import EmulatorConfig, running_emulator
 from infermeter.load.counting import choose_counting
 from infermeter.load.driver import LiveStats, LoadPattern
-from infermeter.load.plan import WarmupPlan, WorkloadSource
+from infermeter.load.plan import WarmupPlan
 from infermeter.records import read_run_info
 from infermeter.suites.disclosures import common_requirements
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload.source import WorkloadSource
 from tests.evidence import info
 from tests.load.runs import configured, measured
 

@@ -146,6 +146,7 @@ def target(url: str | None, emu: EmulatorConfig | None, backend: str = "openai")
     if url is not None:
         yield Endpoint(url, {}, url)
         return
+    from infermeter.client.proxy import direct
     from infermeter.emulator.config import EmulatorConfig
     from infermeter.emulator.declaration import sut_declaration
     from infermeter.emulator.process import emulator_process
@@ -155,7 +156,7 @@ def target(url: str | None, emu: EmulatorConfig | None, backend: str = "openai")
     if backend == "grpc":
         emu = emu.model_copy(update={"grpc_port": 0})
     err.print("starting the embedded emulator (no --url given)")
-    with emulator_process(emu, pin_cpus=True) as process:
+    with emulator_process(emu, pin_cpus=True) as process, direct(process.url):
         target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
         yield Endpoint(target, sut_declaration(emu), process.url)
 

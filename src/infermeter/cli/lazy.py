@@ -62,7 +62,8 @@ COMMANDS: dict[str, Listed] = {
     "capacity": Listed(
         "run",
         "Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming. With "
-        "--trace each probe replays the trace's lengths and arrival pattern, scaled to the probe's rate.",
+        "--trace (or a --dataset with timestamps) each probe replays the file's lengths and arrival pattern, scaled "
+        "to the probe's rate; a --dataset without them sends its requests at each probe's rate.",
     ),
     "profile-prefill": Listed(
         "run",

@@ -10,9 +10,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from infermeter import secrets
 from infermeter.cli.app import command_group, err
+from infermeter.cli.suggest import no_such_option
 from infermeter.errors import ExitCode, Stopped, UserError
 
 
@@ -59,11 +61,21 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(0)
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-            say(f"error: {exc.format_message()}{hint}")
+            say(f"error: {_usage_message(exc, ctx)}{hint}")
             sys.exit(ExitCode.USAGE if int(exc.exit_code) == 2 else int(exc.exit_code))
         crash(exc)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _usage_message(exc: Exception, ctx: Any) -> str:
+    """A usage error's line; an unknown option names our option for a peer tool's, or only close names (click's own
+    list is too loose: it offers --no-progress for --num-prompts)."""
+    name = getattr(exc, "option_name", None)
+    if type(exc).__name__ != "NoSuchOption" or not isinstance(name, str) or ctx is None:
+        return str(exc.format_message())  # type: ignore[attr-defined]  # a click exception, checked by the caller
+    options = [o for param in ctx.command.params for o in (*param.opts, *param.secondary_opts)]
+    return no_such_option(name, options)
 
 
 def say(message: str, plain: bool = False) -> None:

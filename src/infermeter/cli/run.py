@@ -22,6 +22,7 @@ from infermeter.cli.app import (
 )
 from infermeter.config.run import Disclosures, Load, Monitors, Objectives, Scale, Target, Workload
 from infermeter.config.scenario import Given
+from infermeter.config.sections import DATASET_FIELDS
 from infermeter.errors import UserError
 from infermeter.records import (
     read_run_info,
@@ -55,13 +56,14 @@ def run(
     may come from a scenario file (--config), and RUN_DIR/run.json runs a run again."""
     from infermeter.conduct.run import conduct
     from infermeter.config.scenario import run_config
-    from infermeter.load.plan import Work, WorkloadSource
+    from infermeter.load.plan import Work
     from infermeter.report.console import minimum_report
+    from infermeter.workload.source import WorkloadSource
 
     cfg = run_config(config, given, emulator_config, scheduler)
     api_key(cfg.target.api_key_env)
-    source = WorkloadSource.read(cfg.workload)  # a trace or a workload file, read once for the whole run
-    cfg = cfg.resolved(source.size() if cfg.workload.trace is not None else None)
+    source = WorkloadSource.read(cfg.workload)  # a trace, a dataset or a workload file, read once for the whole run
+    cfg = cfg.resolved(source.size() if source.trace is not None else None, source.timed)
     work = Work.draw(cfg, source)  # the requests, drawn before anything starts: a bad workload costs nothing
     run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     refuse_existing_run(run_dir)
@@ -72,9 +74,10 @@ def run(
     finish_run(result)
 
 
+CAPACITY_WORKLOAD = ("workload", "input_tokens", "output_tokens", "trace", *DATASET_FIELDS, "tokenizer", "seed")
 CAPACITY_PARTS = (
     opt.Part("target", Target),
-    opt.Part("workload", Workload, only=("workload", "input_tokens", "output_tokens", "trace", "tokenizer", "seed")),
+    opt.Part("workload", Workload, only=CAPACITY_WORKLOAD),
     opt.Part(
         "load",
         Load,
@@ -109,7 +112,8 @@ def capacity(
     progress: Annotated[bool, typer.Option(help="show live progress of each probe")] = True,
 ) -> None:
     """Search the highest request rate that meets every SLO; each probe is a full run, kept for resuming.  With
-    --trace each probe replays the trace's lengths and arrival pattern, scaled to the probe's rate."""
+    --trace (or a --dataset with timestamps) each probe replays the file's lengths and arrival pattern, scaled to
+    the probe's rate; a --dataset without them sends its requests at each probe's rate."""
     from infermeter.config.scenario import run_config
     from infermeter.metrics.slo import parse_capacity_slo
     from infermeter.suites.capacity_probes import Bounds, CapacitySearch

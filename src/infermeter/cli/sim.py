@@ -12,7 +12,7 @@ from infermeter.cli import options as opt
 from infermeter.cli.app import app, err, refuse_existing_run
 from infermeter.config.engine import SimEngine
 from infermeter.config.section import Given
-from infermeter.config.sections import Load, Objectives, Scale, Workload
+from infermeter.config.sections import DATASET_FIELDS, Load, Objectives, Scale, Workload
 from infermeter.config.sim import simulated_load
 from infermeter.config.sweep import Sweep
 from infermeter.report.tables import grid
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from infermeter.sim.hypotheses import HypothesisReport
     from infermeter.sim.run import TokenTimes
 
+SIM_WORKLOAD = ("workload", "trace", "rps_scale", *DATASET_FIELDS, "tokenizer")
 SIM_PARTS = (
-    opt.Part("workload", Workload, only=("workload", "trace", "rps_scale"), defaults={"workload": "synthetic-skewed"}),
+    opt.Part("workload", Workload, only=SIM_WORKLOAD, defaults={"workload": "synthetic-skewed"}),
     opt.Part(
         "load",
         Load,

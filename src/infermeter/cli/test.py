@@ -16,6 +16,7 @@ from infermeter.cli import options as opt
 from infermeter.cli.app import api_key, app, err
 from infermeter.config.run import Disclosures, Load, Monitors, Scale, Target, Workload
 from infermeter.config.scenario import Given
+from infermeter.config.sections import DATASET_FIELDS
 from infermeter.errors import UserError
 from infermeter.suites.registry import SUITES, get_suite
 
@@ -98,6 +99,10 @@ def run_test(
     load["concurrency"] = 1  # a placeholder that makes the base a valid run: every run of a suite sets its own load
     base = run_config(None, given)
     api_key(base.target.api_key_env)
+    if base.workload.dataset is not None:  # read once before anything starts: a bad file costs nothing
+        from infermeter.workload.source import WorkloadSource
+
+        WorkloadSource.read(base.workload)
     emulator = None
     if base.target.url is None:
         emulator = load_emulator_config(emulator_config) if emulator_config else suite.emulator(params)
@@ -183,9 +188,12 @@ def _repeats(
 def _command(name: str, suite: Suite) -> None:
     """Register `infermeter test NAME` with the suite's parameters as options."""
     own = getattr(suite, "own_options", ())  # a shared option the suite takes per system of its own instead
+    # a suite that sends a workload may send a dataset's requests instead (suites/lab.py with_dataset)
+    takes = getattr(suite, "takes_dataset", "workload" in suite.params.model_fields)
+    dataset_options = DATASET_FIELDS if takes else ()
     parts = (
         opt.Part("target", Target),
-        opt.Part("workload", Workload, only=("tokenizer", "seed")),
+        opt.Part("workload", Workload, only=("tokenizer", "seed", *dataset_options)),
         opt.Part("load", Load, only=("warmup",), help={"warmup": "auto, N requests, or off (per run)"}),
         opt.Part("monitors", Monitors),
         opt.Part("disclosures", Disclosures, only=tuple(n for n in Disclosures.model_fields if n not in own)),

@@ -5,7 +5,9 @@ returned: no task wakes per event, so a run's sends are not queued behind thousa
 the pool calls its `after_read` hook, if set: the open loop sends what has fallen due there, between two reads, rather
 than after the loop's whole turn of reads.  A request counts
 as sent when its last byte has left the process (the socket took all of it, or the write buffer drained).  Bodies
-framed by Content-Length, chunked encoding or the connection's close; kept-alive connections are pooled.
+framed by Content-Length, chunked encoding or the connection's close; kept-alive connections are pooled.  Through an
+HTTP proxy (client.proxy), an http:// origin's requests go to the proxy in absolute form and an https:// origin is
+reached through a CONNECT tunnel, TLS inside it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
+
+from infermeter.client.proxy import Proxy, proxy_for
 
 MAX_HEAD = 65536  # a response head larger than this is not a server speaking HTTP to us
 
@@ -294,7 +298,8 @@ class Connection(asyncio.Protocol):
 
 
 class Pool:
-    """Kept-alive connections to one origin, opened as requests need them (at most `limit` when > 0)."""
+    """Kept-alive connections to one origin, opened as requests need them (at most `limit` when > 0), directly or
+    through the HTTP proxy the environment names for it (client.proxy)."""
 
     def __init__(self, base_url: str, connect_timeout: float, limit: int = 0) -> None:
         parts = urlsplit(base_url)
@@ -304,15 +309,34 @@ class Pool:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.ssl = ssl.create_default_context() if parts.scheme == "https" else None
         default = 443 if parts.scheme == "https" else 80
-        self.host_header = (f"[{self.host}]" if ":" in self.host else self.host) + (
-            "" if self.port == default else f":{self.port}"
-        )
+        bracketed = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = bracketed + ("" if self.port == default else f":{self.port}")
+        self.proxy = proxy_for(base_url)
+        self._authority = f"{bracketed}:{self.port}"  # what a CONNECT asks the proxy for
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # the request line's target: the path, or the whole URL when an http:// origin is reached through a proxy
+        self.target = f"{parts.scheme}://{self.host_header}{path}" if self.absolute_form else path
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
         self._all: weakref.WeakSet[Connection] = weakref.WeakSet()  # open or in use: a closed one drops out
         self._slots = asyncio.Semaphore(limit) if limit > 0 else None
         self._address: tuple[int, tuple[Any, ...]] | None = None  # resolved once: (family, sockaddr)
         self.after_read: Callable[[], None] | None = None  # called after each read of a reply is handled
+
+    @property
+    def absolute_form(self) -> bool:
+        """Whether requests name the whole URL (an http:// origin through a proxy) rather than the path alone."""
+        return self.proxy is not None and self.ssl is None
+
+    def via(self) -> str:
+        """What run.json's client transport adds about the proxy ('' without one)."""
+        return "" if self.proxy is None else f", through the {self.proxy.describe()}"
+
+    def proxy_headers(self) -> list[str]:
+        """Header lines every request carries for the proxy (its credentials, on absolute-form requests)."""
+        if self.absolute_form and self.proxy is not None and self.proxy.authorization is not None:
+            return [f"Proxy-Authorization: {self.proxy.authorization}"]
+        return []
 
     def take_idle(self) -> Connection | None:
         """An idle kept-alive connection at once, without awaiting; None when there is none, or when connections
@@ -356,17 +380,20 @@ class Pool:
 
     async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
+        host, port = (self.proxy.host, self.proxy.port) if self.proxy is not None else (self.host, self.port)
         async with asyncio.timeout(self.connect_timeout):
             if self._address is None:
-                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                 if not infos:
-                    raise OSError(f"cannot resolve {self.host}")
+                    raise OSError(f"cannot resolve {host}")
                 self._address = (infos[0][0], tuple(infos[0][4]))
             family, addr = self._address
             sock = socket.socket(family, socket.SOCK_STREAM)
             try:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
+                if self.proxy is not None and self.ssl is not None:
+                    await self._tunnel(loop, sock, self.proxy)
                 _, conn = await loop.create_connection(
                     lambda: Connection(self._idle_again, self._read_done),
                     sock=sock,
@@ -378,6 +405,26 @@ class Pool:
                 raise
         self._all.add(conn)
         return conn
+
+    async def _tunnel(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, proxy: Proxy) -> None:
+        """Ask the proxy on `sock` for a tunnel to the origin (CONNECT); OSError when it refuses."""
+        lines = [f"CONNECT {self._authority} HTTP/1.1", f"Host: {self._authority}"]
+        if proxy.authorization is not None:
+            lines.append(f"Proxy-Authorization: {proxy.authorization}")
+        await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = await loop.sock_recv(sock, 4096)
+            if not data:
+                raise OSError(f"the {proxy.describe()} closed the connection before answering CONNECT")
+            buf += data
+            if len(buf) > MAX_HEAD:
+                raise OSError(f"the {proxy.describe()} answered CONNECT with no end of its head")
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        status = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].startswith("2") or rest:
+            raise OSError(f"the {proxy.describe()} refused CONNECT {self._authority}: {status[:80]!r}")
 
     async def close(self) -> None:
         for conn in list(self._all):

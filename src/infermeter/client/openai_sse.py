@@ -15,15 +15,15 @@ import errno
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal, NamedTuple
 
 import aiohttp
 import orjson
 
-from infermeter import __version__, secrets
+from infermeter import secrets
 from infermeter.client import reasons
 from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
+from infermeter.client.headers import key_source, merged, request_heads
 from infermeter.client.http1 import Connection, ConnectionEnded, Head, Outgoing, Pool, ProtocolError
 from infermeter.client.server_tokenizer import ServerTokenizer
 from infermeter.client.urls import endpoint
@@ -32,6 +32,15 @@ from infermeter.records import RequestRecord, RunClock, Status, failure
 from infermeter.run_info import Client, Timeouts
 
 Api = Literal["completions", "chat"]
+
+
+class Message(NamedTuple):
+    """One message of a chat conversation as the request body carries it."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
 ERROR_BODY_BYTES = 65536  # read at most this much of an HTTP error response
 
 
@@ -45,6 +54,13 @@ class PreparedRequest:
     max_tokens: int
     request_class: str = ""
     ref_input_tokens: int | None = None  # the prompt's exact length under the run's declared tokenizer
+    # a chat conversation sent instead of `prompt` alone (a multi-turn session's history, then its turn)
+    messages: tuple[Message, ...] | None = None
+    session_id: int | None = None  # a multi-turn session's index in the run, and this turn's index in it
+    turn: int | None = None
+    model: str | None = None  # the model or adapter this request names instead of the run's (--model-mix)
+    # told the reply's whole text when its stream ends well (a session's next turn carries it as history)
+    on_reply: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def record(self, scheduled_at: float) -> RequestRecord:
         """An empty record for this request, to be filled by `OpenAIClient.send`."""
@@ -55,6 +71,9 @@ class PreparedRequest:
             max_tokens=self.max_tokens,
             scheduled_at=scheduled_at,
             ref_input_tokens=self.ref_input_tokens,
+            session_id=self.session_id,
+            turn=self.turn,
+            model=self.model,
         )
 
 
@@ -72,6 +91,9 @@ class ClientConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
     # counts a reply's whole text under the run's declared tokenizer when its stream ends (ref_output_tokens)
     count_text: Callable[[str], int] | None = field(default=None, repr=False, compare=False)
+    # --header's (name, value) pairs, ${VAR}s read already (client.headers); an Authorization replaces the key's
+    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    request_id_prefix: str | None = None  # every request carries X-Request-Id: <prefix>-<request id>
 
     @property
     def endpoint(self) -> str:
@@ -85,12 +107,8 @@ class ClientConfig:
         return key
 
     def headers(self) -> dict[str, str]:
-        """Headers for every request to the server, the key's Authorization among them."""
-        out = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        key = self.api_key()
-        if key:
-            out["Authorization"] = f"Bearer {key}"
-        return out
+        """Headers for every request to the server, the key's Authorization (or --header's) among them."""
+        return merged(self.extra_headers, self.api_key)
 
     def rejected_field(self, status: int, body: bytes | bytearray) -> str:
         """A 400/422 whose body names a field this client sent beyond the OpenAI schema: which option sends it
@@ -111,7 +129,7 @@ class ClientConfig:
             endpoint=secrets.redact_url(self.endpoint),
             api=self.api,
             model=self.model,
-            api_key=f"from ${self.api_key_env}" if self.api_key() else "none",
+            api_key=key_source(self.extra_headers, self.api_key_env, self.api_key()),
             timeouts_s=Timeouts(
                 connect=self.connect_timeout, first_token=self.first_token_timeout, total=self.total_timeout
             ),
@@ -197,15 +215,11 @@ class OpenAIClient:
         self.config = config
         self.clock = clock
         try:
-            self._pool = Pool(config.endpoint, config.connect_timeout, max_connections)
+            self._pool = Pool(config.endpoint, config.connect_timeout, max_connections)  # through a proxy if set
         except ValueError as exc:
             raise UserError(f"--url {config.base_url}: {exc}") from None
-        parts = urlsplit(config.endpoint)
         self._headers = config.headers()
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"POST {target} HTTP/1.1", f"Host: {self._pool.host_header}", f"User-Agent: infermeter/{__version__}"]
-        lines += [f"{k}: {v}" for k, v in self._headers.items()]
-        self._request_head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self._request_head, self._id_head = request_heads(self._pool, self._headers, config.request_id_prefix)
         self._session: aiohttp.ClientSession | None = None  # side requests only (the server's tokenizer)
         self.counting = "server usage per event when given, else one token per content event"
         self._tokenizer: ServerTokenizer | None = None
@@ -217,6 +231,7 @@ class OpenAIClient:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
+                trust_env=self._pool.proxy is not None,  # the proxy the pool uses (aiohttp reads the same variables)
             )
         return self._session
 
@@ -232,7 +247,8 @@ class OpenAIClient:
             self._session = None
 
     def declaration(self) -> Client:
-        return self.config.declaration().model_copy(update={"backend": "openai", "transport": "HTTP/1.1 + SSE"})
+        transport = "HTTP/1.1 + SSE" + self._pool.via()
+        return self.config.declaration().model_copy(update={"backend": "openai", "transport": transport})
 
     async def server_token_count(self, text: str) -> int | None:
         if self._tokenizer is None:
@@ -246,7 +262,7 @@ class OpenAIClient:
     def body(self, req: PreparedRequest) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {
-            "model": cfg.model,
+            "model": req.model or cfg.model,
             "max_tokens": req.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -254,6 +270,8 @@ class OpenAIClient:
         }
         if cfg.api == "completions":
             body["prompt"] = req.prompt
+        elif req.messages is not None:
+            body["messages"] = [{"role": m.role, "content": m.content} for m in req.messages]
         else:
             body["messages"] = [{"role": "user", "content": req.prompt}]
         if cfg.ignore_eos:
@@ -276,10 +294,10 @@ class OpenAIClient:
         conn = self._pool.take_idle()
         if conn is None:
             return self.send(req, scheduled_at, record)
-        decoder = self._decoder()
+        decoder = self._decoder(req)
         started = asyncio.get_running_loop().time()
         reply = _Reply(self.clock, decoder, None, started + self.config.total_timeout)
-        out = conn.send(self._request(payload), reply)
+        out = conn.send(self._request(payload, req.request_id), reply)
         return self._send(req, scheduled_at, record, _Written(conn, reply, out, decoder, payload, started))
 
     async def send(
@@ -295,11 +313,14 @@ class OpenAIClient:
         """
         return await self._send(req, scheduled_at, record if record is not None else req.record(scheduled_at), None)
 
-    def _decoder(self) -> StreamDecoder:
-        return StreamDecoder(chat=self.config.api == "chat", keep_text=self.config.count_text is not None)
+    def _decoder(self, req: PreparedRequest) -> StreamDecoder:
+        keep_text = self.config.count_text is not None or req.on_reply is not None
+        return StreamDecoder(chat=self.config.api == "chat", keep_text=keep_text)
 
-    def _request(self, payload: bytes) -> bytes:
-        return self._request_head + b"%d\r\n\r\n" % len(payload) + payload
+    def _request(self, payload: bytes, request_id: int) -> bytes:
+        if self._id_head is None:
+            return self._request_head + b"%d\r\n\r\n" % len(payload) + payload
+        return self._id_head + b"%d\r\nContent-Length: %d\r\n\r\n" % (request_id, len(payload)) + payload
 
     async def _send(
         self, req: PreparedRequest, scheduled_at: float, rec: RequestRecord, written: _Written | None
@@ -313,7 +334,7 @@ class OpenAIClient:
                 detail = f"the request body cannot be encoded as JSON ({exc}): it was not sent"
                 rec.status, rec.error = "error", failure(reasons.CLIENT_ERROR, detail)
                 return rec
-            decoder, started = self._decoder(), loop.time()
+            decoder, started = self._decoder(req), loop.time()
         else:
             decoder, payload, started = written.decoder, written.payload, written.started
         trace_ctx: dict[str, float] = {}
@@ -336,6 +357,8 @@ class OpenAIClient:
             self._fill(rec, decoder.state, trace_ctx)
             raise
         self._fill(rec, decoder.state, trace_ctx)
+        if req.on_reply is not None and rec.status == "ok":
+            req.on_reply("".join(decoder.state.text))
         return rec
 
     async def _exchange(
@@ -363,7 +386,7 @@ class OpenAIClient:
             if written is not None or conn.requests:
                 trace_ctx["reused"] = 1.0
             if written is None:
-                out = conn.send(self._request(payload), reply)
+                out = conn.send(self._request(payload, rec.request_id), reply)
             await out.drained()
             if out.at is not None:
                 trace_ctx["sent"] = out.at

@@ -28,13 +28,23 @@ from infermeter.load.special_tokens import special_tokens
 from infermeter.load.stopping import STOP_NOTES, Stopper
 from infermeter.load.warmup import warm_up
 from infermeter.metrics import RecordColumns, summarize
+from infermeter.metrics.columns import after_ramp
 from infermeter.metrics.latency import ItlOption
 from infermeter.metrics.summary_model import Summary
 from infermeter.process_limits import raise_open_files_limit
-from infermeter.records import RunClock, RunInfo, RunWriter, claim_run_dir, disk_trouble, write_run_info, write_summary
+from infermeter.records import (
+    RunClock,
+    RunInfo,
+    RunWriter,
+    claimed_run_dir,
+    disk_trouble,
+    write_run_info,
+    write_summary,
+)  # fmt: skip
 from infermeter.run_info import Load, Sut, Warmup
 from infermeter.secrets import redact_url
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload.template_floor import floor_to_template
 
 if TYPE_CHECKING:
     from infermeter.config.run import RunConfig
@@ -85,20 +95,26 @@ async def benchmark(plan: RunPlan) -> RunResult:
     clock = RunClock()
     counting = await _counting(plan)
     prompter = ExactPrompter(counting.tokenizer, chat=plan.target.client.api == "chat", seed=plan.seed)
+    floored = floor_to_template(plan.work.requests, prompter)  # the tokenizer is known only now
+    if floored.raised:
+        plan = dataclasses.replace(plan, work=dataclasses.replace(plan.work, requests=floored.requests))
     cfg = dataclasses.replace(plan.target.client, count_text=counting.count_text)
     client = open_backend(plan.target.backend, cfg, clock)
     try:
         with open_sender(plan, cfg) as sender:  # a cluster that cannot be reached leaves no half-claimed directory
             info = _run_info(plan, client, sender.where)
+            if (note := floored.note()) is not None:
+                info.workload.notes.append(note)
             info.clock_anchor = clock.anchor()
             curve = plan.deadlines.curve if plan.deadlines is not None else None
             if curve is not None and (why := curve_mismatch(curve, counting)):
                 info.notes.append(why)
-            claim_run_dir(plan.out, info)  # before the warm-up: a bad --out costs nothing
-            await _disclose(plan, cfg, info)
-            run = _Run(plan, clock, client, counting, prompter, info, Stopper(), sender)
-            with run.stopper.installed():
-                return await _measure(run)
+            # claimed before the warm-up (a bad --out costs nothing), released if the run fails before measuring
+            with claimed_run_dir(plan.out, info):
+                await _disclose(plan, cfg, info)
+                run = _Run(plan, clock, client, counting, prompter, info, Stopper(), sender)
+                with run.stopper.installed():
+                    return await _measure(run)
     finally:
         await client.close()
 
@@ -142,6 +158,11 @@ def _run_info(plan: RunPlan, client: Backend, where: str | None) -> RunInfo:
             concurrency=load.concurrency,
             barrier=load.barrier,
             arrivals=work.declaration.arrivals,
+            ramp_up_s=load.ramp_up,
+            max_concurrency=load.max_concurrency,
+            model_mix=_model_mix(load.model_mix),
+            headers=[h.split(":", 1)[0] for h in plan.config.target.header or []],
+            request_id_prefix=plan.config.target.request_id_prefix,
         ),
         warmup=Warmup(done=False, note="warm-up not started yet"),
         slo=plan.slo,
@@ -149,6 +170,16 @@ def _run_info(plan: RunPlan, client: Backend, where: str | None) -> RunInfo:
         deadlines=plan.config.objectives.deadlines,
         config=plan.config.model_dump(mode="json"),
     )
+
+
+def _model_mix(text: str | None) -> dict[str, float] | None:
+    """--model-mix as model -> share, for run.json."""
+    if text is None:
+        return None
+    from infermeter.workload.model_mix import parse_model_mix
+
+    mix = parse_model_mix(text)
+    return dict(zip(mix.names, mix.shares, strict=True))
 
 
 async def _measure(run: _Run) -> RunResult:
@@ -174,7 +205,14 @@ async def _measure(run: _Run) -> RunResult:
         await run.sender.send(shipment)
     await run.client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
     table = writer.close()
-    cols = RecordColumns.from_table(table, run.counting.method)
+    steady = after_ramp(table, plan.config.load.ramp_up)
+    if plan.config.load.ramp_up:
+        info.load.ramped = table.num_rows - steady.num_rows
+        info.notes.append(
+            f"--ramp-up {plan.config.load.ramp_up:g} s: the {info.load.ramped} requests scheduled while the load rose "
+            "are in the records but not in the summary"
+        )
+    cols = RecordColumns.from_table(steady, run.counting.method)
     scraped, energy = await stop_monitors(monitors, plan.target.emulated, plan.out, scraper, sampler, cols, info)
     info.itl_option = choose_itl_option(cols)
     info.stream = stream_block(table)

@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
-from infermeter.load.client_health import watched
-from infermeter.load.driver import LiveStats, drive
+from infermeter.errors import UserError
+from infermeter.load.client_health import HealthProbe, watched
+from infermeter.load.driver import LiveStats, OnSend, drive
 from infermeter.load.plan import RunPlan
+from infermeter.load.sessions import SessionRules, conversations, converse
 from infermeter.load.stopping import WORKER_LOST, Stopper
 from infermeter.process_limits import realtime
 from infermeter.records import RunClock, RunInfo, RunWriter
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload.think_time import ThinkTime
 
 if TYPE_CHECKING:
     from infermeter.distributed.load import ClusterLoad
@@ -72,18 +75,51 @@ class LocalSender:
         plan = s.plan
         with realtime(plan.config.load.realtime) as scheduling:
             async with watched() as probe:
-                await drive(
-                    s.client, s.prompts, plan.work.pattern, writer.append, s.stats, s.stopper.stop, plan.grace_s,
-                    hard_stop=s.stopper.hard_stop,
-                    on_send=lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens),
-                    probe=probe,
-                )  # fmt: skip
+                if plan.config.workload.multi_turn:
+                    await _sessions(s, probe)
+                else:
+                    await drive(
+                        s.client, s.prompts, plan.work.pattern, writer.append, s.stats, s.stopper.stop, plan.grace_s,
+                        hard_stop=s.stopper.hard_stop, on_send=_ledger(writer), probe=probe,
+                    )  # fmt: skip
         if info.client is not None:
             info.client.scheduling = scheduling.in_force
         if scheduling.refused is not None:
             info.notes.append(scheduling.refused)
         if s.stats.sent:
             info.client_health = probe.health()
+
+
+def _ledger(writer: RunWriter) -> OnSend:
+    """Each send noted in the run's ledger as it starts."""
+    return lambda req, at: writer.sent(req.request_id, at, req.input_tokens, req.max_tokens)
+
+
+async def _sessions(s: Shipment, probe: HealthProbe) -> None:
+    """A multi-turn plan sent through the session driver: its turns grouped into sessions (the dataset's replies
+    beside them), its think time and history from the workload; run.json's notes say what became of the sessions."""
+    plan, workload = s.plan, s.plan.config.workload
+    rules = SessionRules(
+        prompter=s.prompter,
+        chat=plan.target.client.api == "chat",
+        think=ThinkTime.parse(workload.think_time),
+        history=workload.history,
+        turns=plan.work.asked if plan.work.min_duration is None else None,
+        seed=plan.seed,
+    )
+    replies = plan.work.requests.replies
+    outcome = await converse(
+        s.client, conversations(s.prompts, None if replies is None else replies.tolist()), plan.work.pattern,
+        s.writer.append, rules, s.stats, s.stopper.stop, plan.grace_s, hard_stop=s.stopper.hard_stop,
+        on_send=_ledger(s.writer), probe=probe,
+    )  # fmt: skip
+    s.info.notes.extend(outcome.notes())
+
+
+def refuse_sessions(plan: RunPlan) -> None:
+    """A cluster's workers send single requests only: multi-turn sessions are sent from this process."""
+    if plan.config.workload.multi_turn:
+        raise UserError("--multi-turn sessions are sent from this process: drop --workers/--cluster")
 
 
 @dataclass(frozen=True)
@@ -101,6 +137,7 @@ class ClusterSender:
         from infermeter.distributed.load import drive_on_cluster, worker_notes
 
         s, info, plan = shipment, shipment.info, shipment.plan
+        refuse_sessions(plan)
         if s.stopper.stop.is_set():
             return
         info.distributed = await drive_on_cluster(
@@ -121,6 +158,7 @@ def open_sender(plan: RunPlan, client: ClientConfig) -> Iterator[Sender]:
     if not scale.distributed:
         yield LocalSender(plan.work.pattern.offsets is not None)
         return
+    refuse_sessions(plan)  # before a cluster is started or reached
     from infermeter.distributed.cluster import cluster_client, describe
     from infermeter.distributed.load import ClusterLoad
 

@@ -17,6 +17,7 @@ import orjson
 
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
+from infermeter.workload.limits import MAX_LENGTH
 
 T = TypeVar("T")
 
@@ -257,6 +258,45 @@ def report_file(value: Any) -> Path:
     return path
 
 
+def existing_path(value: Any) -> Path:
+    """A file or a directory that exists (a Hugging Face dataset saved on disk is a directory)."""
+    path = Path(str(value)).expanduser()
+    if not path.exists():
+        raise ValueError(f"{path}: no such file or directory")
+    return path
+
+
+def header(value: Any) -> Any:
+    """--header 'Name: value' (one; a scenario file gives a list): a token name and a value, ${VAR} left as written."""
+    if isinstance(value, list | tuple):
+        return [header(v) for v in value]
+    name, sep, text = str(value).partition(":")
+    name, text = name.strip(), text.strip()
+    if not sep or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name) or "\n" in text or "\r" in text:
+        raise ValueError(f"expected 'Name: value', e.g. --header 'X-Tenant: team-a', got {value!r}")
+    return f"{name}: {text}"
+
+
+def request_id_prefix(value: Any) -> str:
+    """A prefix for X-Request-Id: visible ASCII without spaces."""
+    text = str(value)
+    if not re.fullmatch(r"[!-~]{1,64}", text):
+        raise ValueError(f"expected up to 64 visible ASCII characters without spaces, got {text!r}")
+    return text
+
+
+def think_time_text(text: str) -> Any:
+    from infermeter.workload.think_time import ThinkTime
+
+    return ThinkTime.parse(text)
+
+
+def model_mix_text(text: str) -> Any:
+    from infermeter.workload.model_mix import parse_model_mix
+
+    return parse_model_mix(text)
+
+
 def existing_file(value: Any) -> Path:
     """A file that exists and can be read."""
     path = Path(str(value))
@@ -362,6 +402,8 @@ DEADLINES = spec(deadlines_text)
 CAPACITY_SLO = spec(capacity_slo_text)
 TOKENIZER = spec(tokenizer_text)
 WORKLOAD = spec(workload_text)
+THINK_TIME = spec(think_time_text)
+MODEL_MIX = spec(model_mix_text)
 ENGINE_CONFIG_FILE = config_file(engine_config)
 EMULATOR_CONFIG_FILE = config_file(emulator_config)
 RATE = number(0, MAX_RATE, lo_open=True, what="a rate in requests per second")
@@ -369,3 +411,4 @@ SECONDS = number(0, MAX_SECONDS, lo_open=True, what="a number of seconds")
 INTERVAL = number(0, 3600, what="a number of seconds (0 turns it off)")
 SEED = integer(0, MAX_SEED)
 REQUESTS = integer(1, MAX_REQUESTS)
+LENGTH = integer(1, MAX_LENGTH)  # a token length

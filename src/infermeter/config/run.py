@@ -47,7 +47,7 @@ class RunConfig(BaseModel):
                 "--emulator-config, --scheduler and a scenario's `emulator` configure the embedded emulator: "
                 "drop them with --url"
             )
-        replay = self.workload.trace is not None and self.load.rate is None and self.load.concurrency is None
+        replay = self._replay()
         if replay and (self.load.arrival != "poisson" or self.load.burstiness != 1.0):
             raise ValueError(
                 "--arrival and --burstiness shape a rate's arrivals: a replayed --trace keeps its own; add --rate "
@@ -55,8 +55,8 @@ class RunConfig(BaseModel):
             )
         if self.workload.rps_scale != 1.0 and not replay:
             raise ValueError(
-                "--rps-scale compresses a replayed --trace's own arrival times: it has none to compress here "
-                "(no --trace, or --rate/--concurrency given): drop it"
+                "--rps-scale (--time-scale) compresses a replayed --trace's or --dataset's own arrival times: it has "
+                "none to compress here (no --trace or --dataset, or --rate/--concurrency given): drop it"
             )
         if self.target.url is not None and self.load.rate is None and self.load.concurrency is None and not replay:
             raise ValueError(
@@ -67,6 +67,31 @@ class RunConfig(BaseModel):
                 "--min-duration counts one closed loop's sends: with --workers or --cluster each worker sends its own "
                 "share; drop one of them"
             )
+        if self.workload.multi_turn and self.scale.distributed:
+            raise ValueError(
+                "--multi-turn sessions wait on their own replies in this process: drop --workers/--cluster, or "
+                "--multi-turn"
+            )
+        if self.workload.multi_turn and (self.load.min_duration is not None or self.load.barrier):
+            raise ValueError(
+                "--multi-turn sessions are bounded by --requests (turns) or --duration: drop --min-duration and "
+                "--barrier"
+            )
+        if self.workload.multi_turn and (self.load.max_concurrency is not None or self.load.ramp_up is not None):
+            raise ValueError(
+                "--max-concurrency and --ramp-up shape independent requests; --multi-turn sessions set their own "
+                "pace (--concurrency users, or sessions at --rate): drop them"
+            )
+        if self.workload.multi_turn and self.target.backend != "openai":
+            raise ValueError(
+                f"--multi-turn carries each reply into the next turn's messages: --backend {self.target.backend} "
+                "sends no messages; use the openai backend"
+            )
+        if self.load.max_concurrency is not None and self.scale.distributed:
+            raise ValueError(
+                "--max-concurrency caps one process's requests in flight: with --workers or --cluster each worker "
+                "sends its own share; drop one of them"
+            )
         if self.load.realtime and self.scale.distributed:
             raise ValueError(
                 "--realtime raises this process's sending thread: with --workers or --cluster the workers send; drop "
@@ -74,21 +99,29 @@ class RunConfig(BaseModel):
             )
         return self
 
-    def resolved(self, trace_length: int | None = None) -> RunConfig:
-        """Every default a run decides made explicit (workload, request count, the emulator demo's rate, the trace as
-        an absolute path), so that run.json's copy sends the same requests again.  Workload, tokenizer and curve
-        files stay as they were named: relative to the directory the run started in."""
+    def _replay(self) -> bool:
+        """A trace, or a dataset that may carry timestamps, sent with no rate or concurrency: its own times."""
+        from_file = self.workload.trace is not None or self.workload.dataset is not None
+        return from_file and self.load.rate is None and self.load.concurrency is None
+
+    def resolved(self, file_rows: int | None = None, timed: bool = False) -> RunConfig:
+        """Every default a run decides made explicit (workload, request count, the emulator demo's rate, the trace or
+        dataset as an absolute path), so that run.json's copy sends the same requests again.  Workload, tokenizer and
+        curve files stay as they were named: relative to the directory the run started in.  `file_rows`: how many
+        requests the trace or dataset holds; `timed`: whether they carry their own arrival times."""
         workload, load = self.workload, self.load
         if not workload.given():
             workload = workload.model_copy(update={"workload": DEFAULT_WORKLOAD})
-        if workload.trace is not None:
-            workload = workload.model_copy(update={"trace": workload.trace.resolve()})
-        replay = workload.trace is not None and load.rate is None and load.concurrency is None
+        for name in ("trace", "dataset"):
+            if (path := getattr(workload, name)) is not None:
+                workload = workload.model_copy(update={name: path.resolve()})
+        replay = self._replay() and (workload.trace is not None or timed)
         if self.target.url is None and load.rate is None and load.concurrency is None and not replay:
             load = load.model_copy(update={"rate": DEMO_RATE})
-        if workload.trace is not None and load.requests is None:  # the whole trace, a duration cutting it short
-            load = load.model_copy(update={"requests": trace_length})
+        default = DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS
+        if replay and load.requests is None:  # the whole trace, a duration cutting it short
+            load = load.model_copy(update={"requests": file_rows})
         elif load.requests is None and load.duration is None:
-            load = load.model_copy(update={"requests": DEMO_REQUESTS if self.target.url is None else LIVE_REQUESTS})
+            load = load.model_copy(update={"requests": min(default, file_rows or default)})
         emulator = self.emulator if self.target.url is not None or self.emulator else EmulatorConfig()
         return self.model_copy(update={"workload": workload, "load": load, "emulator": emulator})

@@ -40,10 +40,50 @@ def read_scenario(path: Path) -> dict[str, Any]:
     return data
 
 
+# a scenario's `dataset:` block (a file name, or a mapping) -> the workload section's keys
+DATASET_KEYS = {
+    "path": "dataset",
+    "format": "dataset_format",
+    "max_input_tokens": "max_input_tokens",
+    "max_output_tokens": "max_output_tokens",
+    "sample": "dataset_sample",
+    "block_tokens": "block_tokens",
+    "time_scale": "rps_scale",
+    "multi_turn": "multi_turn",
+    "history": "history",
+    "think_time": "think_time",
+}
+
+
+def dataset_block(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A scenario's top-level `dataset:` (a file, or a mapping of path, format, max_input_tokens, max_output_tokens,
+    sample, block_tokens, time_scale, multi_turn, history, think_time) moved into its workload section; a relative
+    path is taken from the directory the run starts in, as the workload section's files are."""
+    if "dataset" not in data:
+        return data
+    block = data["dataset"]
+    block = {"path": block} if isinstance(block, str) else block
+    if not isinstance(block, dict) or "path" not in block:
+        raise UserError(f"--config {path}: dataset: give a file name, or a mapping with `path` (and {_optional()})")
+    unknown = [k for k in block if k not in DATASET_KEYS]
+    if unknown:
+        raise UserError(f"--config {path}: unknown key dataset.{unknown[0]}: the keys are {', '.join(DATASET_KEYS)}")
+    workload = data.get("workload") or {}
+    if not isinstance(workload, dict):
+        raise UserError(f"--config {path}: workload must be a mapping of its options, got {workload!r}")
+    moved = {DATASET_KEYS[k]: v for k, v in block.items()}
+    rest = {k: v for k, v in data.items() if k != "dataset"}
+    return {**rest, "workload": {**workload, **moved}}
+
+
+def _optional() -> str:
+    return ", ".join(k for k in DATASET_KEYS if k != "path")
+
+
 # Keys that answer one question: an option given on the command line replaces the file's answer, not just its key
 # (`--concurrency` over a file's `rate`, `--input-tokens` over a run.json's `workload`, `--duration` over `requests`).
 ALTERNATIVES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "workload": (("workload", "input_tokens", "output_tokens", "trace"),),
+    "workload": (("workload", "input_tokens", "output_tokens", "trace", "dataset"),),
     "load": (("rate", "concurrency"), ("requests", "duration")),
 }
 
@@ -71,7 +111,7 @@ def run_config(
     """The run's configuration; a bad key or value is a one-line error naming the file's key or the option.
     --emulator-config replaces the emulator's configuration, --scheduler changes its scheduler; a --url given on the
     command line drops the emulator a scenario file described."""
-    base = read_scenario(path) if path is not None else {}
+    base = dataset_block(read_scenario(path), path) if path is not None else {}
     data = merged(base, given, path)
     if "url" in given.get("target", {}):
         data.pop("emulator", None)

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from infermeter.client.backend import BACKENDS
 from infermeter.config import checks
 from infermeter.config.section import Flag, Section
+from infermeter.workload.dataset import FORMATS, DatasetFormat
 from infermeter.workload.limits import MAX_LENGTH, RATE_PROCESSES
 
 
@@ -38,6 +39,18 @@ class Target(Section):
         bool, Flag("ask the server to run every reply to max_tokens (vLLM, llama.cpp; hosted APIs may reject it)")
     ] = True
     timeout: Annotated[float, Flag("total seconds allowed per request", checks.SECONDS)] = 900.0
+    header: Annotated[
+        list[str] | None,
+        Flag(
+            "repeatable: an HTTP header sent with every request, 'Name: value'; ${VAR} in the value is read from the "
+            "environment when the run starts and never written anywhere (like the API key)",
+            checks.header,
+            repeatable=True,
+        ),
+    ] = None
+    request_id_prefix: Annotated[
+        str | None, Flag("send X-Request-Id: PREFIX-<request id> with every request", checks.request_id_prefix)
+    ] = None
     first_token_timeout: Annotated[float, Flag("seconds allowed until the first token", checks.SECONDS)] = 120.0
 
     @model_validator(mode="after")
@@ -69,8 +82,58 @@ class Workload(Section):
         int | None, Flag("fixed output length (with --input-tokens)", checks.integer(1, MAX_LENGTH))
     ] = None
     trace: Annotated[Path | None, Flag("a BurstGPT CSV: lengths and arrival times", checks.existing_file)] = None
+    dataset: Annotated[
+        Path | None,
+        Flag(
+            "requests from a dataset you have: ShareGPT JSON, JSONL/CSV/Parquet of prompts, a Hugging Face dataset "
+            "saved on disk (a directory), a Mooncake trace (JSONL with hash_ids), an Azure LLM inference trace or a "
+            "BurstGPT CSV; prompt text is sent verbatim",
+            checks.existing_path,
+        ),
+    ] = None
+    dataset_format: Annotated[
+        DatasetFormat | None,
+        Flag(f"the dataset's format when its content does not tell: {', '.join(FORMATS)}", checks.choice(*FORMATS)),
+    ] = None
+    max_input_tokens: Annotated[
+        int | None,
+        Flag("leave out dataset rows whose prompt is longer than this (under the tokenizer)", checks.LENGTH),
+    ] = None
+    max_output_tokens: Annotated[
+        int | None,
+        Flag("leave out dataset rows whose reply is longer than this (under the tokenizer)", checks.LENGTH),
+    ] = None
+    dataset_sample: Annotated[
+        int | None,
+        Flag("use N dataset rows drawn at random (with --seed) from those the filters keep", checks.REQUESTS),
+    ] = None
+    block_tokens: Annotated[
+        int, Flag("the tokens one hash_id of a Mooncake trace stands for", checks.integer(1, MAX_LENGTH))
+    ] = 512
+    multi_turn: Annotated[
+        bool,
+        Flag(
+            "send each conversation as a session: turn k carries the turns before it and their replies, after the "
+            "previous reply and a think time (--requests counts turns)"
+        ),
+    ] = False
+    history: Annotated[
+        Literal["replies", "dataset"],
+        Flag(
+            "--multi-turn's history: the server's actual replies, or the dataset's own",
+            checks.choice("replies", "dataset"),
+        ),
+    ] = "replies"
+    think_time: Annotated[
+        str, Flag("--multi-turn: a user's pause after a reply: fixed:500ms, exp:2s or uniform:1s-3s", checks.THINK_TIME)
+    ] = "0"
     rps_scale: Annotated[
-        float, Flag("trace arrivals compressed this many times", checks.number(0, 1e6, lo_open=True))
+        float,
+        Flag(
+            "a replayed trace's arrivals compressed this many times",
+            checks.number(0, 1e6, lo_open=True),
+            ("--rps-scale", "--time-scale"),
+        ),
     ] = 1.0
     tokenizer: Annotated[
         str | None,
@@ -85,14 +148,38 @@ class Workload(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
+        if self.trace is not None and self.dataset is not None:
+            raise ValueError("--trace and --dataset both give the requests: give one (--dataset reads BurstGPT too)")
         if self.trace is not None and (
             self.workload is not None or self.input_tokens is not None or self.output_tokens is not None
         ):
             raise ValueError("--trace gives the lengths: drop --workload, --input-tokens and --output-tokens")
+        if self.dataset is not None and (self.workload is not None or self.input_tokens is not None):
+            raise ValueError(
+                "--dataset gives the requests: drop --workload and --input-tokens (--output-tokens gives the output "
+                "length of rows that carry none)"
+            )
+        dataset_only = {
+            "--dataset-format": self.dataset_format is not None,
+            "--max-input-tokens": self.max_input_tokens is not None,
+            "--max-output-tokens": self.max_output_tokens is not None,
+            "--dataset-sample": self.dataset_sample is not None,
+        }
+        if self.dataset is None and (named := [k for k, v in dataset_only.items() if v]):
+            raise ValueError(f"{', '.join(named)} choose(s) rows of a --dataset: add --dataset FILE, or drop them")
+        if not self.multi_turn and (self.history != "replies" or self.think_time != "0"):
+            raise ValueError("--history and --think-time shape --multi-turn sessions: add --multi-turn, or drop them")
         return self
 
     def given(self) -> bool:
-        return any(x is not None for x in (self.workload, self.input_tokens, self.output_tokens, self.trace))
+        sources = (self.workload, self.input_tokens, self.output_tokens, self.trace, self.dataset)
+        return any(x is not None for x in sources)
+
+
+# the options that choose a dataset's rows (a `test` suite that sends a workload takes them: suites/lab.py)
+DATASET_FIELDS = (
+    "dataset", "dataset_format", "max_input_tokens", "max_output_tokens", "dataset_sample", "block_tokens",
+)  # fmt: skip
 
 
 class Load(Section):
@@ -108,6 +195,28 @@ class Load(Section):
     ] = 1.0
     concurrency: Annotated[int | None, Flag("closed loop: requests kept in flight", checks.integer(1, 100_000))] = None
     barrier: Annotated[bool, Flag("closed loop: release the first C requests together")] = False
+    max_concurrency: Annotated[
+        int | None,
+        Flag(
+            "open loop: at most this many requests in flight; a send waits for a free slot (the wait is recorded)",
+            checks.integer(1, 100_000),
+        ),
+    ] = None
+    ramp_up: Annotated[
+        float | None,
+        Flag(
+            "the rate (open loop) or the users (closed loop) rise linearly over this many seconds; those requests "
+            "are left out of the steady window and declared",
+            checks.SECONDS,
+        ),
+    ] = None
+    model_mix: Annotated[
+        str | None,
+        Flag(
+            "models or LoRA adapters chosen per request, seeded, e.g. a=0.7,b=0.3 (the report has a table per model)",
+            checks.MODEL_MIX,
+        ),
+    ] = None
     warmup: Annotated[int, Flag("auto (>= 100 requests and 10,000 tokens), N requests, or off", checks.warmup)] = -1
     warmup_workload: Annotated[
         str | None,
@@ -141,6 +250,11 @@ class Load(Section):
             raise ValueError(
                 "--min-duration keeps a closed loop sending until both --requests and its seconds are reached: give "
                 "--concurrency and --requests with it, or drop it"
+            )
+        if self.max_concurrency is not None and self.rate is None:
+            raise ValueError(
+                "--max-concurrency caps an open loop's requests in flight: add --rate R, or use --concurrency C for a "
+                "closed loop"
             )
         if self.min_duration is not None and self.duration is not None:
             raise ValueError("--min-duration and --duration bound the same closed loop two ways: give one of them")

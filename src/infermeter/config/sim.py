@@ -17,10 +17,15 @@ def simulated_load(given: Given) -> tuple[RequestSource, Load]:
     from infermeter.sim.requests import RequestSource
 
     values = dict(given.get("workload", {}))
-    if "trace" in values:  # the trace gives the lengths: a workload beside it (the command's default) is not used
+    if "trace" in values or "dataset" in values:  # the file gives the lengths: the command's default workload is not
         values.pop("workload", None)
     workload = Workload.from_options(values)
     load = Load.from_options(given.get("load", {}))
+    dataset = None
+    if workload.dataset is not None:
+        from infermeter.workload.source import WorkloadSource
+
+        dataset = WorkloadSource.read(workload)
     source = RequestSource(
         seed=workload.seed,
         workload=workload.workload,
@@ -29,5 +34,6 @@ def simulated_load(given: Given) -> tuple[RequestSource, Load]:
         rate=load.rate,
         arrival=load.arrival,
         burstiness=load.burstiness,
+        dataset=dataset,
     )
     return source, load

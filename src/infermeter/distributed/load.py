@@ -129,6 +129,7 @@ async def drive_on_cluster(
             concurrency=d.concurrency,
             duration=pattern.duration,
             barrier=pattern.barrier,
+            ramp_up=pattern.ramp_up,  # each worker's users rise over the same seconds
         )
         spec = ShareSpec(
             load.run, k, backend, load.target, reqs, d.rows, seed, prompter, share_pattern, grace_s,

@@ -2,10 +2,11 @@
 
 Open loop computes every send time up front and never waits on a response before the next send: each request
 is its own task, launched by the pacer (load.pacer) from a kernel alarm at its instant or from between two reads
-of replies, its bytes written there and then (`Backend.start`), not a turn of the event loop later.  Closed loop
+of replies, its bytes written there and then (`Backend.start`), not a turn of the event loop later; with a cap on
+requests in flight (load.slots) a send due while the cap is reached waits for the next to finish.  Closed loop
 keeps C requests in flight, sending the next the moment one finishes; an optional barrier releases the first C
-together (seeds/003's simultaneous start).  Both stop on a request count, a duration, or a stop event (Ctrl-C), then
-give in-flight requests a grace period before cancelling them.
+together (seeds/003's simultaneous start), or a ramp-up starts user i of C at i x ramp / C.  Both stop on a request
+count, a duration, or a stop event (Ctrl-C), then give in-flight requests a grace period before cancelling them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import PreparedRequest
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.pacer import Pacer
+from infermeter.load.slots import Slots
 from infermeter.records import RequestRecord
 
 
@@ -37,14 +39,19 @@ class LoadPattern:
     duration: float | None = None
     barrier: bool = False
     min_requests: int | None = None  # closed loop: the duration does not stop it before this many sends
+    # closed loop: user i of C starts at i x ramp_up / C seconds (an open loop's ramp is in its offsets already)
+    ramp_up: float | None = None
+    max_concurrency: int | None = None  # open loop: a send due while this many are in flight waits for a free slot
 
     def describe(self) -> str:
         bound = f", stopping after {self.duration:g} s" if self.duration else ""
         if self.min_requests is not None and self.duration is not None:
             bound = f", until {self.min_requests} requests and {self.duration:g} s"
         if self.offsets is not None:
-            return f"open-loop, {len(self.offsets)} scheduled sends{bound}"
+            cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
+            return f"open-loop, {len(self.offsets)} scheduled sends{cap}{bound}"
         start = ", simultaneous start" if self.barrier else ""
+        start += f", users starting over {self.ramp_up:g} s" if self.ramp_up else ""
         return f"closed-loop, concurrency {self.concurrency}{start}{bound}"
 
 
@@ -138,9 +145,9 @@ async def _drive(
     tasks: set[asyncio.Task[None]] = set()
     t_start = client.clock.now() + lead_s if start_at is None else start_at
     if pattern.offsets is not None:
-        paced: list[Pacer] = []  # the open loop's pacer, once made: a finished request polls it
-        flights = _flights(client, sink, stats, on_send, probe, tasks, paced)
-        await _open_loop(client, requests, pattern, pattern.offsets, t_start, stop, flights, paced)
+        after: list[Callable[[], None]] = []  # what a finished request calls: its slot freed, the pacer polled
+        flights = _flights(client, sink, stats, on_send, probe, tasks, after)
+        await _open_loop(client, requests, pattern, pattern.offsets, t_start, stop, flights, after)
     else:
         flights = _flights(client, sink, stats, on_send, None, tasks, [])
         await _closed_loop(client, requests, pattern, t_start, start_at is not None, stop, flights, tasks)
@@ -152,6 +159,8 @@ class _Flights(NamedTuple):
 
     launch: Callable[[PreparedRequest, float], None]  # an open-loop send: its bytes, then its own task
     one: Callable[[PreparedRequest, float], Awaitable[None]]  # a closed-loop send, awaited in its worker's task
+    # an open-loop send that waited for a free slot (--max-concurrency) this many seconds past its scheduled instant
+    launch_waited: Callable[[PreparedRequest, float, float], None]
 
 
 def _flights(
@@ -161,10 +170,10 @@ def _flights(
     on_send: OnSend | None,
     probe: HealthProbe | None,
     tasks: set[asyncio.Task[None]],
-    paced: list[Pacer],
+    after: list[Callable[[], None]],
 ) -> _Flights:
     """The sends of one drive: every request sent reaches `sink` as one record; `probe` (the open loop's) is told
-    how late each send started; `paced` holds the pacer a finished request polls."""
+    how late each send started; `after` holds what a finished request calls (the open loop's slots and pacer)."""
     clock = client.clock
 
     async def finish(rec: RequestRecord, exchange: Awaitable[RequestRecord]) -> None:
@@ -173,8 +182,8 @@ def _flights(
         finally:  # a cancelled request is recorded too, then the cancellation goes on
             stats.record(rec)
             sink(rec)
-            if paced:
-                paced[0].poll()  # the loop's ready callbacks are the other place a send would wait behind
+            for call in after:  # the loop's ready callbacks are the other place a send would wait behind
+                call()
 
     def begin(req: PreparedRequest, scheduled_at: float) -> tuple[RequestRecord, Awaitable[RequestRecord]]:
         """A request's record, and its bytes written at once where they can be (`Backend.start`)."""
@@ -209,7 +218,18 @@ def _flights(
         finally:
             await finish(rec, exchange)
 
-    return _Flights(launch, one)
+    def launch_waited(req: PreparedRequest, scheduled_at: float, waited: float) -> None:
+        """An open-loop send that waited `waited` s for a slot: late by the cap, not by the client (its lag for the
+        probe counts from the slot's freeing)."""
+        lag = clock.now() - scheduled_at - waited
+        rec, exchange = begin(req, scheduled_at)
+        rec.slot_wait_s = waited
+        task = asyncio.create_task(finish(rec, exchange))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        noted(req, scheduled_at, lag)
+
+    return _Flights(launch, one, launch_waited)
 
 
 async def _open_loop(
@@ -220,10 +240,11 @@ async def _open_loop(
     t_start: float,
     stop: asyncio.Event,
     flights: _Flights,
-    paced: list[Pacer],
+    after: list[Callable[[], None]],
 ) -> None:
-    """Every send at its scheduled instant from `t_start`, launched by the pacer; returns when the schedule is spent
-    or stopped (requests still in flight are the caller's)."""
+    """Every send at its scheduled instant from `t_start`, launched by the pacer (through the slots when requests in
+    flight are capped); returns when the schedule is spent and nothing waits for a slot, or at a stop (requests
+    still in flight are the caller's)."""
     clock = client.clock
 
     def scheduled() -> Iterator[tuple[PreparedRequest, float]]:
@@ -232,8 +253,14 @@ async def _open_loop(
                 return
             yield req, t_start + float(offset)
 
-    pacer = Pacer(scheduled(), flights.launch, clock, stop)
-    paced.append(pacer)
+    slots = None
+    launch = flights.launch
+    if pattern.max_concurrency is not None:
+        slots = Slots(pattern.max_concurrency, flights.launch, flights.launch_waited, clock, stop)
+        launch = slots.offer
+        after.append(slots.free)  # first: a send that waited was due before any the pacer would launch now
+    pacer = Pacer(scheduled(), launch, clock, stop)
+    after.append(pacer.poll)
     # one waiter on the stop for the whole schedule: wait_for(stop.wait(), delay) would start and cancel a task
     # per send, each a trip round the event loop between the timer and the write (worse send lag under load)
     stopper = asyncio.ensure_future(stop.wait())
@@ -251,9 +278,15 @@ async def _open_loop(
                 await asyncio.wait((stopper,), timeout=delay)
             else:
                 await asyncio.sleep(0)
+        if slots is not None and not stop.is_set():  # sends still waiting for a slot go as requests finish
+            drained = asyncio.ensure_future(slots.drained.wait())
+            await asyncio.wait((stopper, drained), return_when=asyncio.FIRST_COMPLETED)
+            drained.cancel()
     finally:  # also when drive itself fails or is cancelled: a request still finishing launches nothing more
         client.pace(None)
         pacer.close()
+        if slots is not None:
+            slots.close()
         stopper.cancel()
 
 
@@ -268,7 +301,8 @@ async def _closed_loop(
     tasks: set[asyncio.Task[None]],
 ) -> None:
     """C workers, each sending its next request the moment its last finished, from `t_start` (together with a
-    barrier, or a start shared by several processes); returns when they ran out of requests or time, or at a stop."""
+    barrier, or a start shared by several processes; with a ramp-up, worker i of C from `t_start` + i x ramp / C);
+    returns when they ran out of requests or time, or at a stop."""
     assert pattern.concurrency is not None and pattern.concurrency > 0
     clock = client.clock
     queue = iter(requests)
@@ -277,11 +311,20 @@ async def _closed_loop(
     floor = pattern.min_requests or 0
     issued = 0
     one = flights.one
+    stopped = asyncio.ensure_future(stop.wait())
+    stagger = (pattern.ramp_up or 0.0) / pattern.concurrency
 
-    async def worker() -> None:
+    async def worker(i: int) -> None:
         nonlocal issued
         if pattern.barrier or shared_start:  # a shared start (several processes) waits for its instant
             await gate.wait()
+        if stagger > 0:  # a stop ends the wait at once: a worker not started yet has nothing in flight
+            begin_at = t_start + i * stagger
+            while (left := begin_at - clock.now()) > 0 and not stop.is_set():
+                if stopped.done():  # the loop itself was cancelled: no stop to wake this early
+                    await asyncio.sleep(left)
+                else:
+                    await asyncio.wait((stopped,), timeout=left)
         for req in queue:
             now = clock.now()
             if stop.is_set() or (deadline is not None and now >= deadline and issued >= floor):
@@ -289,19 +332,20 @@ async def _closed_loop(
             issued += 1
             await one(req, now)
 
-    workers = [asyncio.create_task(worker()) for _ in range(pattern.concurrency)]
+    workers = [asyncio.create_task(worker(i)) for i in range(pattern.concurrency)]
     for w in workers:
         tasks.add(w)
         w.add_done_callback(tasks.discard)
-    await sleep_until(clock.t0 + t_start)
-    gate.set()
-    # wait for the workers to run out of requests, or for a stop
-    waiter = asyncio.create_task(stop.wait())
-    running = set(workers)
-    while running and not stop.is_set():
-        done, _ = await asyncio.wait(running | {waiter}, return_when=asyncio.FIRST_COMPLETED)
-        running -= done
-    waiter.cancel()
+    try:
+        await sleep_until(clock.t0 + t_start)
+        gate.set()
+        # wait for the workers to run out of requests, or for a stop
+        running = set(workers)
+        while running and not stop.is_set():
+            done, _ = await asyncio.wait(running | {stopped}, return_when=asyncio.FIRST_COMPLETED)
+            running -= done
+    finally:
+        stopped.cancel()
 
 
 async def finish_in_flight(

@@ -8,97 +8,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from infermeter.errors import UserError
 from infermeter.load.driver import LoadPattern
 from infermeter.load.target import Endpoint, RunTarget, resolve_target
-from infermeter.run_info import WorkloadDeclaration
-from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
-from infermeter.workload.content import describe
-from infermeter.workload.spec import Requests, WorkloadSpec, generate
+from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets, ramped
+from infermeter.workload.source import WorkloadSource
+from infermeter.workload.spec import Requests
+from infermeter.workload_declaration import WorkloadDeclaration
 
 if TYPE_CHECKING:
     from infermeter.config.run import RunConfig
-    from infermeter.config.sections import Workload
     from infermeter.metrics.fluidity import Deadlines
 
 MIN_DURATION_POOL = 100_000  # requests drawn for a closed loop bounded by both a count and a time
-MAX_DRAWN = 10_000_000  # a generated workload draws as many requests as asked (the CLI bounds a run to this)
 GRACE_S = 30.0  # after a stop, how long in-flight requests may finish before they are cancelled
 NO_LOAD = "give a load: --rate R (open loop), --concurrency C (closed loop) or --trace FILE (replay)"
-
-
-@dataclass(frozen=True)
-class WorkloadSource:
-    """Where requests are drawn from, its file read once: a BurstGPT trace's usable requests in arrival order (its
-    own times, uncompressed), or a workload to generate from."""
-
-    spec: WorkloadSpec | None = None
-    trace: Requests | None = None
-    trace_path: Path | None = None
-
-    @classmethod
-    def read(cls, section: Workload) -> WorkloadSource:
-        """The configuration's workload: its trace or workload file read here, and only here."""
-        if section.trace is not None:
-            from infermeter.workload.traces import load_burstgpt
-
-            try:
-                return cls(trace=load_burstgpt(section.trace), trace_path=section.trace.resolve())
-            except UserError as exc:
-                raise UserError(f"--trace {exc}") from None
-        return cls.named(section.workload, section.input_tokens, section.output_tokens)
-
-    @classmethod
-    def named(
-        cls, workload: str | None, input_tokens: int | None = None, output_tokens: int | None = None
-    ) -> WorkloadSource:
-        """A standard workload, a workload file, or fixed lengths."""
-        from infermeter.workload.standard import fixed_lengths, resolve
-
-        if input_tokens is not None or output_tokens is not None:
-            if workload is not None or input_tokens is None or output_tokens is None:
-                raise UserError("give either --workload, or both --input-tokens and --output-tokens")
-            return cls(spec=fixed_lengths(input_tokens, output_tokens))
-        return cls(spec=resolve(workload or "synthetic-uniform"))
-
-    def size(self) -> int:
-        """How many requests it can give: a trace's usable rows, else (a generated workload) no bound."""
-        return MAX_DRAWN if self.trace is None else len(self.trace)
-
-    def draw(
-        self, n: int, seed: int, arrivals: ArrivalSpec | None = None, rps_scale: float = 1.0
-    ) -> tuple[Requests, dict[str, Any]]:
-        """n requests with their arrival offsets, and the declaration run.json keeps.  A trace gives its first n,
-        arriving at its own times compressed rps_scale times unless `arrivals` names a rate process."""
-        if self.trace is None:
-            assert self.spec is not None
-            requests = generate(self.spec, n, seed)
-            declaration = self.spec.declaration(seed)
-        else:
-            assert self.trace_path is not None
-            if n > len(self.trace):
-                have = len(self.trace)
-                raise UserError(
-                    f"--trace {self.trace_path} has {have} usable requests, fewer than the {n} asked for: ask for at "
-                    f"most {have}"
-                )
-            requests = self.trace.head(n)
-            requests.arrival_s = requests.arrival_s / rps_scale
-            declaration = {
-                "name": f"trace:{self.trace_path.name}",
-                "seed": seed,
-                "source": str(self.trace_path),
-                "content": describe("words"),
-                "notes": ["lengths and arrival times replayed from a BurstGPT-format trace, sorted by timestamp"],
-            }
-            if arrivals is None:
-                arrivals = ArrivalSpec(kind="trace", time_scale=rps_scale)
-        if arrivals is not None and arrivals.kind != "trace":
-            requests.arrival_s = arrival_offsets(arrivals, n, seed)
-        declaration["arrivals"] = (
-            None if arrivals is None else {**arrivals.model_dump(), "description": arrivals.describe()}
-        )
-        return requests, declaration
+NO_LOAD_DATASET = (
+    "--dataset: this dataset has no timestamps to replay: give a load, --rate R (open loop) or --concurrency C "
+    "(closed loop)"
+)
+DATASET_WARMUP = "synthetic-uniform"  # the warm-up's workload when a dataset's every row is measured
+SYNTHETIC_TURNS = (2, 6)  # a generated workload's sessions (--multi-turn): turns drawn uniformly from this range
+SESSION_STREAM = 23  # the random stream synthetic sessions' lengths draw from ([seed, SESSION_STREAM])
 
 
 @dataclass(frozen=True)
@@ -129,6 +62,7 @@ class Work:
     trace: Path | None
     rps_scale: float
     warmup: WarmupPlan
+    ramp_up: float | None = None  # --ramp-up: the rate or the users rise over these seconds
 
     @classmethod
     def draw(cls, config: RunConfig, source: WorkloadSource) -> Work:
@@ -137,23 +71,52 @@ class Work:
 
         load, w = config.load, config.workload
         arrivals = arrival_spec(load.arrival, load.rate, load.burstiness) if load.rate is not None else None
-        open_loop = arrivals is not None or (w.trace is not None and load.concurrency is None)
+        open_loop = arrivals is not None or (source.timed and load.concurrency is None)
         if load.concurrency is None and not open_loop:
-            raise UserError(NO_LOAD)
-        requests, declared = source.draw(_request_count(config, arrivals), w.seed, arrivals, w.rps_scale)
+            raise UserError(NO_LOAD if source.dataset is None else NO_LOAD_DATASET)
+        n = _request_count(config, arrivals)
+        if source.trace is not None and load.requests is None:
+            n = min(n, source.size())  # a duration bounds it: the file holds at most this many
+        requests, declared = source.draw(n, w.seed, arrivals, w.rps_scale)
+        if w.multi_turn:
+            if requests.session is None:
+                requests.session, requests.turn = synthetic_sessions(len(requests), w.seed)
+            declared["sessions"] = _sessions_block(config, requests)
+        if load.model_mix is not None:
+            from infermeter.workload.model_mix import parse_model_mix
+
+            mix = parse_model_mix(load.model_mix)
+            if requests.session is None:
+                requests.models = mix.choose(len(requests), w.seed)
+            else:  # a conversation stays on one model
+                requests.models = mix.choose(int(requests.session.max()) + 1, w.seed)[requests.session]
+        offsets = requests.arrival_s if open_loop else None
+        if offsets is not None and w.multi_turn:  # a session arrives, its later turns follow their replies
+            assert requests.session is not None
+            offsets = offsets[np.flatnonzero(requests.turn == 0)] if source.timed and arrivals is None else None
+            if offsets is None:
+                assert arrivals is not None
+                offsets = arrival_offsets(arrivals, int(np.count_nonzero(requests.turn == 0)), w.seed)
+        if offsets is not None and load.ramp_up:
+            offsets = ramped(offsets, load.ramp_up)
         pattern = LoadPattern(
-            offsets=requests.arrival_s if open_loop else None,
+            offsets=offsets,
             concurrency=load.concurrency,
             duration=load.duration if load.min_duration is None else load.min_duration,
             barrier=load.barrier,
             min_requests=load.requests if load.min_duration is not None else None,
+            ramp_up=load.ramp_up if offsets is None else None,
+            max_concurrency=load.max_concurrency,
         )
         own = load.warmup_workload
-        warm_source = source if own is None else WorkloadSource.named(own)
+        warm_source = source.rest(len(requests)) if own is None else WorkloadSource.named(own)
+        if warm_source is None:  # a dataset whose every row is measured: the warm-up must not send them first
+            own = DATASET_WARMUP
+            warm_source = WorkloadSource.named(own)
         warmup = WarmupPlan(load.warmup, warm_source, w.seed, arrivals, w.rps_scale, own)
         return cls(
             requests, WorkloadDeclaration.model_validate(declared), pattern, arrivals, load.requests, load.duration,
-            load.min_duration, w.trace, w.rps_scale, warmup,
+            load.min_duration, w.trace or w.dataset, w.rps_scale, warmup, load.ramp_up,
         )  # fmt: skip
 
     @property
@@ -175,9 +138,49 @@ class Work:
         else:
             text = f"closed-loop concurrency {pattern.concurrency}"
             text += ", simultaneous start" if pattern.barrier else ""
+        if self.ramp_up:
+            text += f", rising linearly over the first {self.ramp_up:g} s"
+        if pattern.max_concurrency is not None:
+            text += f", at most {pattern.max_concurrency} in flight (a send waits for a free slot)"
+        if self.requests.session is not None:
+            text += ": multi-turn sessions (open loop: session arrivals; closed loop: users)"
         text += f", {self.duration:g} s" if self.duration else ""
         text += f", until {self.asked} requests and {self.min_duration:g} s" if self.min_duration else ""
         return text
+
+
+def synthetic_sessions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Session and turn columns for n generated requests (--multi-turn with a workload): sessions of
+    SYNTHETIC_TURNS turns, drawn with a seeded stream of their own, filled in request order."""
+    rng = np.random.default_rng([seed, SESSION_STREAM])
+    lo, hi = SYNTHETIC_TURNS
+    lengths = rng.integers(lo, hi + 1, size=n // lo + 1)
+    session = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[:n]
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    turn = np.arange(n, dtype=np.int64) - starts[session]
+    return session, turn
+
+
+def _sessions_block(config: RunConfig, requests: Requests) -> dict[str, Any]:
+    """run.json's sessions block of a multi-turn run."""
+    from infermeter.workload.think_time import ThinkTime
+
+    assert requests.session is not None
+    w, load = config.workload, config.load
+    loop = (
+        f"closed: {load.concurrency} users, each running sessions one after another"
+        if load.concurrency is not None
+        else "open: sessions arriving on their own, each turn sent after the previous reply and a think time"
+    )
+    lo, hi = SYNTHETIC_TURNS
+    history = "the server's actual replies" if w.history == "replies" else "the dataset's own replies"
+    return {
+        "sessions": len(np.unique(requests.session)),
+        "turns": len(requests),
+        "history": history if w.dataset is not None else f"{history}; sessions of {lo}-{hi} turns (uniform)",
+        "think_time": ThinkTime.parse(w.think_time).describe(),
+        "loop": loop,
+    }
 
 
 def _request_count(config: RunConfig, arrivals: ArrivalSpec | None) -> int:

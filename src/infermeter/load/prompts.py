@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.openai_sse import Message, PreparedRequest
+from infermeter.load.conversation import with_system
 from infermeter.load.counting import TokenCounting
 from infermeter.load.special_tokens import special_tokens_line
 from infermeter.run_info import PromptMismatch, PromptVerification, SpecialTokens, Tokenizer
 from infermeter.workload import ids
+from infermeter.workload.blocks import BlockPrompter
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
 
@@ -26,16 +29,53 @@ def prepared(
     """Prompts built lazily, one per request, as the driver asks for them: each exactly its workload length under
     the prompter's tokenizer (after its chat template), which is also its reference count.  Ids come from the
     range at `id_base`; `rows` builds only those requests (a worker's share), each the same as in the whole run.
-    Shared prefixes are drawn from `prefix_seed` (default `seed`): a warm-up gives the run's seed to send the run's."""
+    Shared prefixes are drawn from `prefix_seed` (default `seed`): a warm-up gives the run's seed to send the run's.
+
+    A dataset's request with text sends it verbatim, counted as rendered; a trace's with hash_ids sends its blocks
+    (workload/blocks.py, drawn from the shared-prefix seed too), then its own words, to its length (the content's
+    length; with a chat template the count is the rendered prompt's).  A dataset's system message opens its
+    conversation (load/conversation.py).  Each carries its model (--model-mix) and, in a multi-turn run, its session
+    and turn."""
+    shared_seed = seed if prefix_seed is None else prefix_seed
     prefixes: dict[int, str] = {}
-    raw = ExactPrompter(prompter.tok, chat=False, seed=seed if prefix_seed is None else prefix_seed)
+    raw = ExactPrompter(prompter.tok, chat=False, seed=shared_seed)
+    texts, hash_ids, models = requests.texts, requests.hash_ids, requests.models
+    sessions, turns, systems = requests.session, requests.turn, requests.systems
+    blocks: BlockPrompter | None = None
     for i in range(len(requests)) if rows is None else (int(r) for r in rows):
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
-        pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
-        if pid >= 0 and pid not in prefixes:
-            prefixes[pid] = raw.build_prefix(max(ptok, 1), pid, requests.content)
-        text = prompter.build(n, rid, prefixes.get(pid, ""), requests.content)
-        yield PreparedRequest(rid, text, n, int(requests.output_tokens[i]), str(requests.request_class[i]), n)
+        text = None if texts is None else texts[i]
+        if text is not None:
+            n = prompter.count(text)
+        elif hash_ids is not None and hash_ids[i]:
+            if blocks is None:
+                blocks = BlockPrompter(prompter.tok, requests.block_tokens, shared_seed)
+            own = max(n - blocks.bare, 1)  # the content's tokens: what the tokenizer adds to any text is counted in n
+            text = blocks.build(hash_ids[i], own, rid)
+            n = prompter.count(text) if prompter.template else own + blocks.bare
+        else:
+            pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
+            if pid >= 0 and pid not in prefixes:
+                prefixes[pid] = raw.build_prefix(max(ptok, 1), pid, requests.content)
+            text = prompter.build(n, rid, prefixes.get(pid, ""), requests.content)
+        req = PreparedRequest(
+            rid,
+            text,
+            n,
+            int(requests.output_tokens[i]),
+            str(requests.request_class[i]),
+            n,
+            session_id=None if sessions is None else int(sessions[i]),
+            turn=None if turns is None else int(turns[i]),
+            model=None if models is None else str(models[i]),
+        )
+        system = None if systems is None else systems[i]
+        if system is None:
+            yield req
+        elif sessions is not None:  # the session driver opens the conversation with it (load/conversation.py)
+            yield dataclasses.replace(req, messages=(Message("system", system), Message("user", req.prompt)))
+        else:
+            yield with_system(prompter, req, system)
 
 
 def tokenizer_block(

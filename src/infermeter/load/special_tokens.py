@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.load.counting import TokenCounting
-from infermeter.run_info import SpecialTokens, WorkloadDeclaration
+from infermeter.run_info import SpecialTokens
 from infermeter.tokenizers.specials import specials
 from infermeter.workload.prompts import ExactPrompter
+from infermeter.workload_declaration import WorkloadDeclaration
 
 TOOL_KEYS = ("tools", "functions")  # request-body fields whose definitions a server formats into the prompt
 TOOL_CHOICE_KEYS = ("tool_choice", "function_call")

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import aiohttp
 import orjson
 
+from infermeter.client.headers import extra_headers
 from infermeter.client.openai_sse import ClientConfig
+from infermeter.client.proxy import proxy_for
 from infermeter.client.urls import endpoint as endpoint_url
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
@@ -66,7 +68,7 @@ async def discover_model(config: ClientConfig, backend: str = "openai") -> str:
     url = endpoint_url(config.base_url, "/v1/models")
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), trust_env=proxy_for(url) is not None) as s,
             s.get(url, headers=config.headers()) as r,
         ):
             if r.status != 200:
@@ -85,7 +87,8 @@ async def resolve_model(config: ClientConfig, backend: str, sut: Mapping[str, An
 
 
 def client_config(section: Target, url: str) -> ClientConfig:
-    """The client configuration of the configuration's target section, sending to `url` (its model as named)."""
+    """The client configuration of the configuration's target section, sending to `url` (its model as named); the
+    --header values' ${VAR}s are read from the environment here (a missing one is a UserError naming it)."""
     return ClientConfig(
         url,
         section.api,
@@ -95,6 +98,8 @@ def client_config(section: Target, url: str) -> ClientConfig:
         total_timeout=section.timeout,
         ignore_eos=section.ignore_eos,
         extra_body=dict(section.extra_body),
+        extra_headers=extra_headers(section.header, section.request_id_prefix),
+        request_id_prefix=section.request_id_prefix,
     )
 
 

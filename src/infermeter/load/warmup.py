@@ -19,6 +19,7 @@ from infermeter.run_info import Warmup
 from infermeter.workload import ids
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.spec import Requests
+from infermeter.workload.template_floor import floor_to_template
 
 WARMUP_MIN_REQUESTS = 100  # draft 4.5.1
 WARMUP_MIN_TOKENS = 10_000
@@ -98,7 +99,7 @@ async def warm_up(
     t0 = time.perf_counter()
     before = await probe(client, 0, prompter)
     own = plan.own is not None
-    reqs = _requests(plan, run)
+    reqs = floor_to_template(_requests(plan, run), prompter, prefix_seed=plan.seed + 1 if own else plan.seed).requests
     warm_pattern = LoadPattern(
         offsets=reqs.arrival_s if pattern.offsets is not None else None,
         concurrency=pattern.concurrency,

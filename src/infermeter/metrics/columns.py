@@ -355,10 +355,20 @@ class RecordColumns:
         from records.parquet as they are used (a damaged one raises UserError then)."""
         info = info if info is not None else read_run_info(run_dir)
         counting = counting_of(info.tokenizer)
+        ramp = info.load.ramp_up_s
         file = RecordsFile.of_run(run_dir)
-        if file is None:
-            return cls.from_table(read_records(run_dir), counting)
+        if file is None or ramp:
+            return cls.from_table(after_ramp(read_records(run_dir), ramp), counting)
         return cls._lazy(file, counting)
+
+
+def after_ramp(table: pa.Table, ramp_up_s: float | None) -> pa.Table:
+    """The records of requests scheduled once the ramp-up was over (--ramp-up: from the first send, the rate or the
+    users still rising): the steady load a summary describes.  All of them without a ramp-up."""
+    if not ramp_up_s or table.num_rows == 0:
+        return table
+    scheduled = table.column("scheduled_at").to_numpy()
+    return table.filter(pa.array(scheduled >= scheduled.min() + ramp_up_s))
 
 
 class _Source(Protocol):
@@ -411,10 +421,8 @@ def _reported(name: str) -> Callable[[_Source, Counting], np.ndarray]:
 def _strings(name: str) -> Callable[[_Source, Counting], np.ndarray]:
     def make(src: _Source, _: Counting) -> np.ndarray:
         col = src.column(name).combine_chunks().dictionary_encode()
-        labels = np.asarray(col.dictionary.to_pylist(), dtype=object)
-        if not len(labels):
-            return np.full(len(col), "", dtype=object)
-        return labels[col.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+        labels = np.asarray([*col.dictionary.to_pylist(), ""], dtype=object)  # the last: a null's label
+        return labels[col.indices.fill_null(len(labels) - 1).to_numpy(zero_copy_only=False)]
 
     return make
 
@@ -476,4 +484,8 @@ _FIELDS: dict[str, Callable[[_Source, Counting], object]] = {
     "server_output_tokens": _num("output_tokens", np.int64),
     "ref_input_tokens": _ref("ref_input_tokens"),
     "ref_output_tokens": _ref("ref_output_tokens"),
+    "session_id": _ref("session_id"),  # -1 where none (read by metrics.breakdowns, not a field of every columns)
+    "turn": _ref("turn"),
+    "model": _strings("model"),
+    "slot_wait_s": _reported("slot_wait_s"),
 }

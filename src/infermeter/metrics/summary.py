@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from infermeter.metrics import fairness, latency
+from infermeter.metrics.breakdowns import breakdowns
 from infermeter.metrics.columns import RecordColumns, distinct
 from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
@@ -71,6 +72,7 @@ def summarize(
     window = end - start
     reported = server_timing(cols)
     optional: dict[str, Any] = {"server_timing": reported} if reported is not None else {}  # absent, not null
+    optional.update((k, v) for k, v in breakdowns(cols, ttft, itl)._asdict().items() if v is not None)
 
     return Summary(
         requests=Requests(

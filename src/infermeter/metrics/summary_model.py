@@ -178,6 +178,45 @@ class Fairness(Block):
     classes: dict[str, ClassLatency]
 
 
+class GroupLatency(Block):
+    """The requests of one group (a turn index, a model): how many, how many ok, and their latency percentiles, ms."""
+
+    count: int
+    ok: int
+    ttft_p50: float | None
+    ttft_p90: float | None
+    ttft_p99: float | None
+    itl_p50: float | None  # null where ITL is not known per request (a simulation's known ITL)
+    itl_p99: float | None
+
+
+class TurnLatency(GroupLatency):
+    """The turns of one index of a multi-turn run (the last row may gather every later index: "7+")."""
+
+    turn: str
+    history_share: float | None  # mean over these turns of the share of their prompt that was history
+
+
+class ByTurn(Block):
+    """A multi-turn run's latency by turn index, and how much of each prompt was the session's history."""
+
+    sessions: int
+    turns: int
+    history_share: float | None  # mean over every turn (turn 0 has none)
+    history_tokens: str  # how a turn's history tokens were counted
+    rows: list[TurnLatency]
+
+
+class SlotWait(Block):
+    """Requests that waited for a free slot under --max-concurrency, and how long (seconds)."""
+
+    recorded: int  # requests with a slot-wait figure
+    waited: int  # of them, those that waited at all
+    p50_s: float | None  # over those that waited
+    p99_s: float | None
+    max_s: float | None
+
+
 class Gauge(Block):
     """A server gauge over the run (summed over label sets): the metric read, and its statistics."""
 
@@ -312,7 +351,18 @@ class Summary(Block):
     """summary.json: every metric over a run's records, then the blocks only some runs have."""
 
     OPTIONAL = frozenset(
-        {"server_metrics", "energy", "itl_source", "fluidity_note", "sim", "server_timing", "client_health"}
+        {
+            "server_metrics",
+            "energy",
+            "itl_source",
+            "fluidity_note",
+            "sim",
+            "server_timing",
+            "client_health",
+            "by_turn",
+            "by_model",
+            "slot_wait",
+        }
     )
     schema_version: Literal["infermeter.summary/2"] = SUMMARY_SCHEMA
     requests: Requests
@@ -340,6 +390,9 @@ class Summary(Block):
     sim: Sim | None = None  # simulated runs
     server_timing: ServerTiming | None = None  # only when some ok request carries a server-reported figure
     client_health: ClientHealth | None = None  # live and emulated runs sent by this process (as run.json has it)
+    by_turn: ByTurn | None = None  # multi-turn runs (records with a turn)
+    by_model: dict[str, GroupLatency] | None = None  # runs that named models per request (--model-mix)
+    slot_wait: SlotWait | None = None  # runs whose sends waited for slots (--max-concurrency)
 
     def latency(self, metric: str) -> Stats:
         """A latency distribution by its SLO name: "ttft", "tpot", "itl" or "e2e"."""

@@ -110,9 +110,11 @@ class RecordsFile:
             col = self.file.read(columns=[name]).column(0)
             col = col if col.type == kind else col.cast(kind)
             col.validate(full=True)
-            return col
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _damaged(self.path, exc) from None
+        if len(col) != self.rows:  # a damaged page can read as fewer values than the footer's row count
+            raise _damaged(self.path, ValueError(f"{name} holds {len(col)} values for {self.rows} rows"))
+        return col
 
     def room(self, name: str) -> int:
         """At least the number of values a list field holds (the file's count of its entries, null or empty lists

@@ -56,6 +56,11 @@ class RequestRecord:
     server_decode_s: float | None = None  # its time generating the output tokens
     finish_reason: str | None = None  # why the server ended the reply ("length", "stop", "content_filter", ...)
     no_done: bool | None = None  # True: the reply was complete but its stream ended without data: [DONE]
+    # where the request came from and how it waited; None where it does not apply
+    session_id: int | None = None  # a multi-turn session's index in the run (--multi-turn)
+    turn: int | None = None  # the turn's index in its session, from 0
+    model: str | None = None  # the model or adapter this request named (--model-mix); None: the run's one model
+    slot_wait_s: float | None = None  # seconds it waited for a free slot under --max-concurrency
 
 
 SCHEMA = pa.schema(
@@ -80,6 +85,10 @@ SCHEMA = pa.schema(
         ("server_decode_s", pa.float64()),
         ("finish_reason", pa.string()),
         ("no_done", pa.bool_()),
+        ("session_id", pa.int64()),
+        ("turn", pa.int32()),
+        ("model", pa.string()),
+        ("slot_wait_s", pa.float64()),
     ]
 )
 
@@ -93,6 +102,10 @@ LATER_FIELDS: tuple[str, ...] = (
     "server_decode_s",
     "finish_reason",
     "no_done",
+    "session_id",
+    "turn",
+    "model",
+    "slot_wait_s",
 )
 
 
@@ -114,6 +127,10 @@ EVERY_FIELD = RequestRecord(  # a record with a value in every column
     server_decode_s=0.0,
     finish_reason="length",
     no_done=True,
+    session_id=0,
+    turn=0,
+    model="x",
+    slot_wait_s=0.0,
 )
 
 

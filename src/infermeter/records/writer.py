@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,50 @@ def claim_run_dir(run_dir: Path, info: RunInfo) -> None:
         write_run_info(run_dir, info)
     except OSError as exc:
         raise out_error(run_dir, exc) from None
+
+
+def measured_anything(run_dir: Path) -> bool:
+    """Whether a run directory holds a request: a sealed run's records, a journaled record, or a send in the ledger
+    (written the moment a request goes out)."""
+    if (run_dir / RECORDS).exists():
+        return True
+    ledger, journal = run_dir / LEDGER, run_dir / JOURNAL
+    sent = ledger.exists() and ledger.stat().st_size >= LEDGER_DTYPE.itemsize
+    return sent or (journal.exists() and read_journal(journal).num_rows > 0)
+
+
+@contextlib.contextmanager
+def claimed_run_dir(run_dir: Path, info: RunInfo) -> Iterator[None]:
+    """`claim_run_dir` for the block, released when the block raises before any request was sent: what the claim and
+    the block created goes (the directory and its parents when the claim made them, else the entries new in it), so
+    the same command can be run again; anything that was there before stays.  A run that sent requests keeps it."""
+    made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    before = set() if made else {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    try:
+        claim_run_dir(run_dir, info)
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if run_dir.is_dir() and not measured_anything(run_dir):
+                _release(run_dir, made, before)
+        raise
+
+
+def _release(run_dir: Path, made: list[Path], before: set[str]) -> None:
+    """Remove what a failed run created in `run_dir`: all of it and the parents it made (deepest first, each only
+    when empty), or only the entries not in `before`."""
+    if made:
+        shutil.rmtree(run_dir)
+        for parent in made[1:]:
+            parent.rmdir()  # an OSError (not empty: someone else wrote there meanwhile) stops here, keeping the rest
+        return
+    for entry in run_dir.iterdir():
+        if entry.name in before:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 SEND_HOLD = 4  # how many flushes' worth of records a writer told of sends keeps waiting for one (see RunWriter)

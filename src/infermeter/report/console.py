@@ -6,6 +6,7 @@ from __future__ import annotations
 from infermeter.metrics.statistics import PERCENTILES
 from infermeter.metrics.summary_model import Summary
 from infermeter.records import RunInfo, failure_reason
+from infermeter.report.breakdowns import breakdown_lines, breakdown_tables
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
 from infermeter.run_info import ClockAccuracy, Tokenizer, Warmup
 
@@ -123,6 +124,27 @@ def client_warning(info: RunInfo) -> str | None:
     return info.client_health.warning() if info.client_health is not None else None
 
 
+def objective_results(summary: Summary) -> list[str]:
+    """The key results a run's objectives add: goodput under --slo (seed 002) and Metron's fluidity-index and fluid
+    token generation rate under --deadlines (seeds/001), as `report` computes them."""
+    lines: list[str] = []
+    g, f = summary.goodput, summary.fluidity
+    if g.slo:
+        bounds = ", ".join(f"{k}<={v:g}ms" for k, v in g.slo.items())
+        share = f"{fmt_pct(g.fraction)} of requests meet every SLO: {bounds}"
+        lines.append(f"- Goodput: {g.req_s or 0.0:.3f} req/s ({share})")
+    if f is not None:
+        d_p = f.ttft_deadline_ms
+        d_p_text = "none" if d_p is None else (d_p if isinstance(d_p, str) else fmt_ms(d_p))
+        lines += [
+            f"- Fluidity-index: mean {fmt_num(f.index.mean, 3)}, P50 {fmt_num(f.index.p50, 3)} "
+            f"({fmt_pct(f.share_meeting_target)} of requests >= {f.target:g}; D_p {d_p_text}, "
+            f"D_d {fmt_ms(f.tbt_deadline_ms)})",
+            "- Fluid Token Generation Rate: " + ("n/a" if f.fluid_tok_s is None else f"{f.fluid_tok_s:.1f} tok/s"),
+        ]
+    return lines
+
+
 def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str:
     """Appendix C.1, filled from run.json and the summary."""
     sut, load = info.sut, info.load
@@ -171,6 +193,8 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
         f"- TPOT P99: {fmt_ms(tpot.p99)}",
         f"- Max Throughput: {out_tok_s:.1f} tok/s (this run's output throughput)",
         f"- Throughput at P99 TTFT < 500ms: {at_slo}",
+        *breakdown_lines(summary),
+        *objective_results(summary),
         "",
         "Notes:",
         *[f"- {n}" for n in notes],
@@ -284,6 +308,7 @@ def full_report(summary: Summary, info: RunInfo) -> str:
     parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
     if summary.requests.failed:
         parts.append(failures_table(summary))
+    parts += breakdown_tables(summary, itl_name(summary.itl_option))
     if len(summary.fairness.classes) > 1:
         parts += [table8_classes(summary), table9_fairness(summary)]
     if summary.fluidity is not None:

@@ -11,6 +11,7 @@ from infermeter.metrics import RecordColumns
 from infermeter.metrics.summary_model import Stats, Summary
 from infermeter.records import RunInfo
 from infermeter.report import console
+from infermeter.report.breakdowns import breakdown_tables
 from infermeter.report.document import Document, Section
 from infermeter.report.run_charts import run_charts
 from infermeter.report.suite import QUICK_BANNER, suite_sections
@@ -79,6 +80,7 @@ def run_tables(summary: Summary) -> list[Table]:
     texts += [console.table6_itl(summary), console.table_per_request_itl(summary), console.throughput_table(summary)]
     if summary.requests.failed:
         texts.append(console.failures_table(summary))
+    texts += breakdown_tables(summary, console.itl_name(summary.itl_option))
     if len(summary.fairness.classes) > 1:
         texts += [console.table8_classes(summary), console.table9_fairness(summary)]
     if summary.fluidity is not None:

@@ -1,5 +1,5 @@
-"""Where a simulation's requests come from: a workload (standard or a file) or a trace, and the process they arrive
-by; `sim`, `predict` and each load level of a sweep build theirs from one."""
+"""Where a simulation's requests come from: a workload (standard or a file), a trace or a dataset, and the process
+they arrive by; `sim`, `predict` and each load level of a sweep build theirs from one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.workload.build import arrival_spec, build_requests
+from infermeter.workload.source import WorkloadSource
 from infermeter.workload.spec import Requests
 
 
@@ -23,10 +24,13 @@ class RequestSource:
     rate: float | None = None
     arrival: str = "poisson"
     burstiness: float = 1.0
+    dataset: WorkloadSource | None = None  # a --dataset read once: its lengths (and its own times, when it has them)
 
     def build(self, n: int) -> tuple[Requests, dict[str, Any]]:
-        """n requests, and the declaration run.json keeps."""
+        """n requests (a dataset's first n, at most all of them), and the declaration run.json keeps."""
         spec = arrival_spec(self.arrival, self.rate, self.burstiness) if self.rate is not None else None
+        if self.dataset is not None:
+            return self.dataset.draw(min(n, self.dataset.size()), self.seed, spec, self.rps_scale)
         workload = None if self.trace is not None else self.workload
         trace, scale = self.trace, self.rps_scale
         return build_requests(n, self.seed, workload=workload, arrivals=spec, trace=trace, rps_scale=scale)

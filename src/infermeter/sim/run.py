@@ -23,12 +23,13 @@ from infermeter.metrics.statistics import stats, stats_weighted
 from infermeter.metrics.summary import KnownItl
 from infermeter.metrics.summary_model import Sim, Summary
 from infermeter.records import RunInfo, claim_run_dir, out_error, write_summary
-from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup, WorkloadDeclaration
+from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup
 from infermeter.sim.bins import plan_bins
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
 from infermeter.units import MS_PER_S
 from infermeter.workload.spec import Requests
+from infermeter.workload_declaration import WorkloadDeclaration
 
 TokenTimes = Literal["auto", "full", "endpoints"]
 DEFAULT_TOKEN_LIMIT = 25_000_000  # above this many tokens, `auto` records endpoints only (100k requests fit)

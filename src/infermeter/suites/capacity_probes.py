@@ -10,10 +10,11 @@ from pathlib import Path
 
 from infermeter.config.run import RunConfig
 from infermeter.errors import ExitCode, Stopped, UserError
-from infermeter.load.plan import Work, WorkloadSource
+from infermeter.load.plan import Work
 from infermeter.load.target import Endpoint
 from infermeter.metrics.slo import Slo
 from infermeter.suites.capacity import CapacityResult, ProbeResult, claim_search_dir
+from infermeter.workload.source import WorkloadSource
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,13 @@ class CapacitySearch:
 
         w, load = config.workload, config.load
         source = WorkloadSource.read(w)
-        drawn, _ = source.draw((load.requests or 300) if w.trace else 1, w.seed)  # a trace holds the requests asked for
-        if w.trace is not None and (load.arrival != "poisson" or load.burstiness != 1.0):
+        drawn, _ = source.draw((load.requests or 300) if source.trace is not None else 1, w.seed)  # a file: as asked
+        if source.timed and (load.arrival != "poisson" or load.burstiness != 1.0):
             raise UserError(
-                "--arrival and --burstiness shape a rate's arrivals: with --trace each probe keeps the trace's own "
-                "pattern, scaled to its rate: drop them"
+                f"--arrival and --burstiness shape a rate's arrivals: with {source.flag} each probe keeps the file's "
+                "own pattern, scaled to its rate: drop them"
             )
-        natural = offered_rate(drawn) if w.trace is not None else None
+        natural = offered_rate(drawn) if source.timed else None
         arrival_spec(load.arrival, bounds.start_rate, load.burstiness)
         settings = {
             "config": config.model_dump(mode="json", exclude={"load": {"rate"}}),

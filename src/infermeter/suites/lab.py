@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from infermeter.config.run import RunConfig
+from infermeter.config.sections import DATASET_FIELDS
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.errors import ExitCode, Stopped, UserError
@@ -147,7 +148,7 @@ class Lab:
         data = base.model_dump(mode="python")
         data["disclosures"] = {**data["disclosures"], **(disclosures or {})}
         data["workload"] = {**data["workload"], "workload": None, "input_tokens": None, "output_tokens": None}
-        data["workload"].update(workload or {})
+        data["workload"].update(with_dataset(base.workload.dataset, workload or {}))
         data["load"] = {**RunConfig().load.model_dump(), "warmup": base.load.warmup, **(load or {})}
         if url is not None:
             data["target"] = {**data["target"], "url": url}
@@ -207,9 +208,11 @@ class Lab:
             return self._running[1]
         self.close()
         self._stack = contextlib.ExitStack()
+        from infermeter.client.proxy import direct
         from infermeter.emulator.process import emulator_process
 
         process = self._stack.enter_context(emulator_process(emu, pin_cpus=True))
+        self._stack.enter_context(direct(process.url))  # started here: never through a proxy
         url = process.grpc_target if cfg.target.backend == "grpc" and process.grpc_target else process.url
         self._running = (key, Endpoint(url, sut_declaration(emu), process.url))
         return self._running[1]
@@ -222,3 +225,13 @@ def run_async(coro: Any) -> Any:
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
         return asyncio.run(coro)
     return uvloop.run(coro)
+
+
+def with_dataset(dataset: Path | None, workload: dict[str, Any]) -> dict[str, Any]:
+    """A run's workload fields under `test --dataset`: the dataset's requests replace a named workload; a run of
+    fixed lengths (the draft's procedure sets them) keeps them and sends no dataset."""
+    if dataset is None:
+        return workload
+    if "workload" in workload:
+        return {k: v for k, v in workload.items() if k != "workload"}
+    return {**workload, **dict.fromkeys(DATASET_FIELDS)}

@@ -168,6 +168,7 @@ class TwinSuite:
     title = "Wind tunnel against the server"
     summary = "calibrate the engine model over HTTP, then predict and measure at 30/60/90% of capacity"
     params = TwinParams
+    takes_dataset = False  # its predictions are drawn from the workload by name: a dataset's runs would not match
 
     def emulator(self, params: TwinParams) -> EmulatorConfig:
         return EmulatorConfig()

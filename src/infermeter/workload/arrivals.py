@@ -76,3 +76,16 @@ def arrival_offsets(spec: ArrivalSpec, n: int, seed: int, trace_timestamps: np.n
     out = np.zeros(n)
     out[1:] = np.cumsum(gaps(spec, n - 1, rng))
     return out
+
+
+def ramped(offsets: np.ndarray, ramp_s: float) -> np.ndarray:
+    """Offsets drawn at a steady rate R, warped so the rate rises linearly from 0 to R over the first `ramp_s` seconds
+    and stays R after (--ramp-up): the cumulative rate R t^2 / (2 ramp_s), then R (t - ramp_s / 2), inverted.
+
+    An offset u of the steady process (u / R arrivals' worth of time) goes to sqrt(2 ramp_s u) while u < ramp_s / 2,
+    else to u + ramp_s / 2; order and the steady gaps after the ramp are kept, and R itself is not needed."""
+    u = np.asarray(offsets, dtype=float)
+    if ramp_s <= 0 or u.size == 0:
+        return u.copy()
+    half = ramp_s / 2.0
+    return np.where(u < half, np.sqrt(2.0 * ramp_s * np.minimum(u, half)), u + half)

@@ -46,6 +46,11 @@ class ExactPrompter:
     def count(self, content: str) -> int:
         return len(self.tok.encode(self._render(content)))
 
+    def shortest(self, prefix: str = "") -> int:
+        """The shortest prompt this prompter builds after `prefix`: the template, the prefix and one token of content
+        (workload/template_floor.py raises shorter drawn inputs to it)."""
+        return self.overhead + (self._prefix_count(prefix) if prefix else 0) + 1
+
     def _prefix_count(self, prefix: str) -> int:
         """Tokens the shared prefix adds to the rendered prompt (counted once per prefix)."""
         if prefix not in self._prefix_counts:

@@ -107,6 +107,15 @@ class Requests:
     prefix_tokens: np.ndarray  # int64, 0 when the request shares no prefix
     arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # send offsets, seconds
     content: ContentKind = "words"  # what the prompts are made of (the workload's)
+    # a dataset's requests (workload/dataset.py); None for a generated workload, whose prompts are built to length
+    texts: np.ndarray | None = None  # str objects: the user message sent verbatim; None entries are built to length
+    hash_ids: tuple[tuple[int, ...], ...] | None = None  # a trace's blocks per request (Mooncake), else None
+    block_tokens: int = 512  # the tokens of one hash_ids block
+    session: np.ndarray | None = None  # int64: a multi-turn session's index per request (turns in order), else None
+    turn: np.ndarray | None = None  # int64: the turn's index in its session, from 0
+    replies: np.ndarray | None = None  # str objects or None: the dataset's reply to each turn (--history dataset)
+    models: np.ndarray | None = None  # str objects: the model each request names (--model-mix), else None
+    systems: np.ndarray | None = None  # str objects or None: a dataset's system message opening the conversation
 
     def __len__(self) -> int:
         return len(self.input_tokens)
@@ -114,6 +123,10 @@ class Requests:
     def head(self, n: int) -> Requests:
         """The first n requests (all of them when there are fewer)."""
         arrivals = self.arrival_s[:n] if len(self.arrival_s) else self.arrival_s
+
+        def cut(column: np.ndarray | None) -> np.ndarray | None:
+            return None if column is None else column[:n]
+
         return Requests(
             self.request_class[:n],
             self.input_tokens[:n],
@@ -122,7 +135,29 @@ class Requests:
             self.prefix_tokens[:n],
             arrivals,
             self.content,
+            cut(self.texts),
+            None if self.hash_ids is None else self.hash_ids[:n],
+            self.block_tokens,
+            cut(self.session),
+            cut(self.turn),
+            cut(self.replies),
+            cut(self.models),
+            cut(self.systems),
         )
+
+    def tail(self, start: int) -> Requests:
+        """The requests from `start` on (a dataset's rows a run does not measure)."""
+        arrivals = self.arrival_s[start:] if len(self.arrival_s) else self.arrival_s
+
+        def cut(column: np.ndarray | None) -> np.ndarray | None:
+            return None if column is None else column[start:]
+
+        return Requests(
+            self.request_class[start:], self.input_tokens[start:], self.output_tokens[start:], self.prefix_id[start:],
+            self.prefix_tokens[start:], arrivals, self.content, cut(self.texts),
+            None if self.hash_ids is None else self.hash_ids[start:], self.block_tokens, cut(self.session),
+            cut(self.turn), cut(self.replies), cut(self.models), cut(self.systems),
+        )  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
         arrivals = self.arrival_s if len(self.arrival_s) == len(self) else np.zeros(len(self))
