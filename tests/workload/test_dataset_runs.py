@@ -230,3 +230,15 @@ def test_run_json_runs_a_dataset_run_again(tmp_path: Path) -> None:
         bodies = seen.chat_bodies()
     half = len(bodies) // 2
     assert half > 0 and sorted(map(str, bodies[:half])) == sorted(map(str, bodies[half:]))
+
+
+def test_a_suite_refuses_a_dataset_smaller_than_its_runs_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "suite"
+    code = exit_code(["test", "ttft", "--quick", "--dataset", str(FIXTURES / "sharegpt.json"), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert "has 3 requests, fewer than the 200 each run of the 'ttft' test sends" in err
+    assert "--requests 3 or fewer" in err
+    assert not out.exists()

@@ -102,7 +102,13 @@ def run_test(
     if base.workload.dataset is not None:  # read once before anything starts: a bad file costs nothing
         from infermeter.workload.source import WorkloadSource
 
-        WorkloadSource.read(base.workload)
+        rows = WorkloadSource.read(base.workload).size()
+        per_run = getattr(params, "requests", None)
+        if isinstance(per_run, int) and per_run > rows:
+            raise UserError(
+                f"--dataset {base.workload.dataset} has {rows} requests, fewer than the {per_run} each run of the "
+                f"'{name}' test sends: give a larger dataset, or --requests {rows} or fewer"
+            )
     emulator = None
     if base.target.url is None:
         emulator = load_emulator_config(emulator_config) if emulator_config else suite.emulator(params)
