@@ -242,3 +242,19 @@ def test_a_suite_refuses_a_dataset_smaller_than_its_runs_before_anything_starts(
     assert "has 3 requests, fewer than the 200 each run of the 'ttft' test sends" in err
     assert "--requests 3 or fewer" in err
     assert not out.exists()
+
+
+def test_a_dataset_is_read_once_per_file_version_and_choice(tmp_path: Path) -> None:
+    import os
+
+    from infermeter.config.sections import Workload
+    from infermeter.workload.source import WorkloadSource
+
+    path = tmp_path / "d.json"
+    sharegpt(path, conversations=4)
+    section = Workload(dataset=path)
+    first = WorkloadSource.read(section)
+    assert WorkloadSource.read(section) is first  # a suite's runs share one reading
+    assert WorkloadSource.read(Workload(dataset=path, dataset_sample=2)) is not first  # another choice
+    os.utime(path, ns=(1, 1))
+    assert WorkloadSource.read(section) is not first  # the file changed: read again

@@ -4,13 +4,15 @@ declaration run.json keeps."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from infermeter.errors import UserError
 from infermeter.workload.arrivals import ArrivalSpec, arrival_offsets
 from infermeter.workload.content import describe
+from infermeter.workload.dataset import DatasetFormat
 from infermeter.workload.spec import Requests, WorkloadSpec, generate
 from infermeter.workload_declaration import DatasetDeclaration
 
@@ -53,24 +55,21 @@ class WorkloadSource:
     @classmethod
     def from_dataset(cls, section: Workload) -> WorkloadSource:
         """A --dataset read, filtered and sampled, its lengths counted under the run's named tokenizer (else the
-        shipped reference: the server's own is not known before the run starts)."""
-        from infermeter.tokenizers import REFERENCE, resolve_tokenizer
-        from infermeter.workload.dataset_requests import DatasetChoice, dataset_requests
-        from infermeter.workload.datasets import read_dataset
-
+        shipped reference: the server's own is not known before the run starts).  Read once per file version and
+        choice in a process: a suite's runs, or a capacity search's probes, share one reading."""
         assert section.dataset is not None
-        read = read_dataset(section.dataset, section.dataset_format, section.block_tokens)
-        choice = DatasetChoice(
-            max_input_tokens=section.max_input_tokens,
-            max_output_tokens=section.max_output_tokens,
-            sample=section.dataset_sample,
-            fallback_output_tokens=section.output_tokens,
-            multi_turn=section.multi_turn,
-            history=section.history,
-        )
-        tokenizer = resolve_tokenizer(section.tokenizer or REFERENCE)
-        requests, declared = dataset_requests(read, tokenizer, choice, section.seed)
-        return cls(trace=requests, trace_path=section.dataset.resolve(), dataset=declared)
+        path = section.dataset.resolve()
+        try:
+            stat = path.stat()
+            version = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            version = (0, 0)  # the reader names what is wrong (a failed read is not cached)
+        choices = (
+            section.dataset_format, section.block_tokens, section.max_input_tokens, section.max_output_tokens,
+            section.dataset_sample, section.output_tokens, section.multi_turn, section.history, section.tokenizer,
+            section.seed,
+        )  # fmt: skip
+        return _dataset_source(section.dataset, path, version, *choices)
 
     @classmethod
     def named(
@@ -167,3 +166,31 @@ class WorkloadSource:
             "notes": notes,
             "dataset": self.dataset.model_copy(update=update).model_dump(),
         }
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset_source(
+    given: Path,
+    path: Path,
+    version: tuple[int, int],
+    fmt: DatasetFormat | None,
+    block_tokens: int,
+    max_input_tokens: int | None,
+    max_output_tokens: int | None,
+    sample: int | None,
+    output_tokens: int | None,
+    multi_turn: bool,
+    history: Literal["replies", "dataset"],
+    tokenizer: str | None,
+    seed: int,
+) -> WorkloadSource:
+    """The source the dataset file `given` (at `path`, `version`: its mtime and size) gives under these choices.
+    Callers only draw from it (`Requests.head`/`tail` give new objects), so one reading serves them all."""
+    from infermeter.tokenizers import REFERENCE, resolve_tokenizer
+    from infermeter.workload.dataset_requests import DatasetChoice, dataset_requests
+    from infermeter.workload.datasets import read_dataset
+
+    read = read_dataset(given, fmt, block_tokens)  # its messages name the file as the user did
+    choice = DatasetChoice(max_input_tokens, max_output_tokens, sample, output_tokens, multi_turn, history)
+    requests, declared = dataset_requests(read, resolve_tokenizer(tokenizer or REFERENCE), choice, seed)
+    return WorkloadSource(trace=requests, trace_path=path, dataset=declared)
