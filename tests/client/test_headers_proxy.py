@@ -20,7 +20,7 @@ from infermeter.errors import UserError
 from infermeter.load import LoadPattern, drive
 from infermeter.load.target import client_config, discover_model
 from infermeter.records import RequestRecord, RunClock, failure_reason
-from infermeter.secrets import MASK, redact, redact_deep, redact_header
+from infermeter.secrets import MASK, redact, redact_deep, redact_header, register_header_value
 
 EVENTS = b'data: {"choices":[{"text":" a"}]}\n\ndata: [DONE]\n\n'
 MODELS = b'{"data": [{"id": "through-the-proxy"}]}'
@@ -136,8 +136,12 @@ def test_credential_like_header_lines_are_masked_and_variable_references_kept():
     assert redact_header("X-Auth-Token: pre-${T}") == f"X-Auth-Token: {MASK}${{T}}"
     for kept in ("Authorization: Bearer ${TOKEN}", "X-Api-Key: ${KEY}", "X-Tenant: a", "Authorization: Basic ${B}"):
         assert redact(kept) == kept
-    written = redact_deep({"target": {"header": ["Proxy-Authorization: Basic Zm9vOmJhcg==", "X-Secret-Thing: s3"]}})
-    assert "Zm9vOmJhcg==" not in json.dumps(written) and "s3" not in json.dumps(written)
+    for value in ("Basic Zm9vOmJhcg==", "s3cr3t-value"):  # what client_config registers for literal credentials
+        register_header_value(value)
+    written = redact_deep({"target": {"header": ["Proxy-Authorization: Basic Zm9vOmJhcg==", "X-Secret: s3cr3t-value"]}})
+    assert "Zm9vOmJhcg==" not in json.dumps(written) and "s3cr3t-value" not in json.dumps(written)
+    for message in ("KeyError: 'choices'", "TokenizerError: vocab mismatch"):  # error text is no header line
+        assert redact(message) == message
 
 
 def test_run_json_keeps_header_names_and_unexpanded_text_never_the_values(tmp_path):

@@ -8,11 +8,12 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from infermeter.client.backend import Backend, open_backend
+from infermeter.client.headers import names as header_names
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
 from infermeter.conduct.senders import Sender, Shipment, open_sender
 from infermeter.load.clock_accuracy import measure_clock
@@ -42,7 +43,7 @@ from infermeter.records import (
     write_summary,
 )  # fmt: skip
 from infermeter.run_info import Load, Sut, Warmup
-from infermeter.secrets import redact_url
+from infermeter.secrets import redact_header, redact_url
 from infermeter.workload.prompts import ExactPrompter
 from infermeter.workload.template_floor import floor_to_template
 
@@ -161,15 +162,24 @@ def _run_info(plan: RunPlan, client: Backend, where: str | None) -> RunInfo:
             ramp_up_s=load.ramp_up,
             max_concurrency=load.max_concurrency,
             model_mix=_model_mix(load.model_mix),
-            headers=[h.split(":", 1)[0] for h in plan.config.target.header or []],
+            headers=header_names(plan.config.target.header),
             request_id_prefix=plan.config.target.request_id_prefix,
         ),
         warmup=Warmup(done=False, note="warm-up not started yet"),
         slo=plan.slo,
         client=client_block,
         deadlines=plan.config.objectives.deadlines,
-        config=plan.config.model_dump(mode="json"),
+        config=_config_block(plan.config),
     )
+
+
+def _config_block(config: RunConfig) -> dict[str, Any]:
+    """run.json's copy of the configuration, a credential-like --header's written-out value masked (its ${VAR}
+    references kept: they say where the value comes from)."""
+    block = config.model_dump(mode="json")
+    if config.target.header:
+        block["target"]["header"] = [redact_header(h) for h in config.target.header]
+    return block
 
 
 def _model_mix(text: str | None) -> dict[str, float] | None:
