@@ -64,8 +64,6 @@ async def test_never_more_than_the_cap_in_flight_and_every_wait_recorded():
     assert [r.slot_wait_s for r in by_id[:cap]] == [None] * cap  # a free slot: no wait
     waited = by_id[cap:]
     assert all(r.slot_wait_s is not None and r.slot_wait_s > 0 for r in waited)
-    # the wait is the send's instant less its scheduled one: written no earlier than that
-    assert all(r.submitted_at >= r.scheduled_at + r.slot_wait_s - 1e-6 for r in waited)
     # first come, first served: the waiting sends go in the order they were due
     assert [r.request_id for r in sorted(records, key=lambda r: r.submitted_at)] == list(range(n))
     # the 4th waited for the 1st to finish, held 0.2 s at the server

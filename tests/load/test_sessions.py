@@ -16,8 +16,7 @@ import pytest
 from aiohttp import web
 
 from infermeter.client.openai_sse import ClientConfig, Message, OpenAIClient, PreparedRequest
-from infermeter.conduct.senders import LocalSender, Shipment, refuse_sessions
-from infermeter.errors import UserError
+from infermeter.conduct.senders import LocalSender, Shipment
 from infermeter.load.conversation import JOINER
 from infermeter.load.driver import LiveStats, LoadPattern
 from infermeter.load.sessions import (
@@ -338,6 +337,7 @@ async def test_the_local_sender_sends_a_multi_turn_plan_as_sessions_and_notes_wh
 
 
 def test_a_cluster_refuses_multi_turn_sessions():
-    plan = multi_turn_plan("replies", [], None)
-    with pytest.raises(UserError, match="--multi-turn sessions are sent from this process"):
-        refuse_sessions(plan)  # type: ignore[arg-type]
+    from infermeter.config.run import RunConfig
+
+    with pytest.raises(ValueError, match="--multi-turn sessions wait on their own replies in this process"):
+        RunConfig.model_validate({"workload": {"multi_turn": True}, "load": {"rate": 1}, "scale": {"workers": 2}})

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from infermeter.client.backend import Backend
 from infermeter.client.openai_sse import ClientConfig, PreparedRequest
-from infermeter.errors import UserError
 from infermeter.load.client_health import HealthProbe, watched
 from infermeter.load.driver import LiveStats, OnSend, drive
 from infermeter.load.plan import RunPlan
@@ -116,12 +115,6 @@ async def _sessions(s: Shipment, probe: HealthProbe) -> None:
     s.info.notes.extend(outcome.notes())
 
 
-def refuse_sessions(plan: RunPlan) -> None:
-    """A cluster's workers send single requests only: multi-turn sessions are sent from this process."""
-    if plan.config.workload.multi_turn:
-        raise UserError("--multi-turn sessions are sent from this process: drop --workers/--cluster")
-
-
 @dataclass(frozen=True)
 class ClusterSender:
     """The workers of a dask cluster (--workers N local processes, or --cluster ADDRESS), each sending its share."""
@@ -137,7 +130,6 @@ class ClusterSender:
         from infermeter.distributed.load import drive_on_cluster, worker_notes
 
         s, info, plan = shipment, shipment.info, shipment.plan
-        refuse_sessions(plan)
         if s.stopper.stop.is_set():
             return
         info.distributed = await drive_on_cluster(
@@ -158,7 +150,6 @@ def open_sender(plan: RunPlan, client: ClientConfig) -> Iterator[Sender]:
     if not scale.distributed:
         yield LocalSender(plan.work.pattern.offsets is not None)
         return
-    refuse_sessions(plan)  # before a cluster is started or reached
     from infermeter.distributed.cluster import cluster_client, describe
     from infermeter.distributed.load import ClusterLoad
 

@@ -36,21 +36,13 @@ class Slots:
         self.drained.set()
         self._closed = False
 
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting)
-
     def offer(self, req: PreparedRequest, scheduled_at: float) -> None:
         """A send whose time has come (the pacer's launch)."""
         if self._closed:
             return
         if self.in_flight < self.limit and not self._waiting:
-            self.in_flight += 1
-            try:
-                self._launch(req, scheduled_at)
-            except BaseException:  # nothing in flight came of it: its slot stays free
-                self.in_flight -= 1
-                raise
+            self.in_flight += 1  # its task frees the slot when it ends, whatever fails after the launch
+            self._launch(req, scheduled_at)
         else:
             self._waiting.append((req, scheduled_at))
             self.drained.clear()
