@@ -13,7 +13,7 @@ from infermeter.client.backend import BACKENDS
 from infermeter.config import checks
 from infermeter.config.section import Flag, Section
 from infermeter.workload.dataset import FORMATS, DatasetFormat
-from infermeter.workload.limits import MAX_LENGTH, RATE_PROCESSES
+from infermeter.workload.limits import RATE_PROCESSES
 
 
 class Target(Section):
@@ -76,10 +76,10 @@ class Workload(Section):
     title = "workload"
     workload: Annotated[str | None, Flag("standard workload name or YAML/JSON workload file", checks.WORKLOAD)] = None
     input_tokens: Annotated[
-        int | None, Flag("fixed prompt length (with --output-tokens)", checks.integer(1, MAX_LENGTH))
+        int | None, Flag("fixed prompt length (with --output-tokens)", checks.LENGTH)
     ] = None
     output_tokens: Annotated[
-        int | None, Flag("fixed output length (with --input-tokens)", checks.integer(1, MAX_LENGTH))
+        int | None, Flag("fixed output length (with --input-tokens)", checks.LENGTH)
     ] = None
     trace: Annotated[Path | None, Flag("a BurstGPT CSV: lengths and arrival times", checks.existing_file)] = None
     dataset: Annotated[
@@ -108,7 +108,7 @@ class Workload(Section):
         Flag("use N dataset rows drawn at random (with --seed) from those the filters keep", checks.REQUESTS),
     ] = None
     block_tokens: Annotated[
-        int, Flag("the tokens one hash_id of a Mooncake trace stands for", checks.integer(1, MAX_LENGTH))
+        int, Flag("the tokens one hash_id of a Mooncake trace stands for", checks.LENGTH)
     ] = 512
     multi_turn: Annotated[
         bool,

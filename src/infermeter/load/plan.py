@@ -92,11 +92,11 @@ class Work:
                 requests.models = mix.choose(int(requests.session.max()) + 1, w.seed)[requests.session]
         offsets = requests.arrival_s if open_loop else None
         if offsets is not None and w.multi_turn:  # a session arrives, its later turns follow their replies
-            assert requests.session is not None
-            offsets = offsets[np.flatnonzero(requests.turn == 0)] if source.timed and arrivals is None else None
-            if offsets is None:
-                assert arrivals is not None
-                offsets = arrival_offsets(arrivals, int(np.count_nonzero(requests.turn == 0)), w.seed)
+            opening = requests.turn == 0
+            if arrivals is None:  # a timed dataset's own clock: each turn carries its session's arrival
+                offsets = offsets[opening]
+            else:
+                offsets = arrival_offsets(arrivals, int(np.count_nonzero(opening)), w.seed)
         if offsets is not None and load.ramp_up:
             offsets = ramped(offsets, load.ramp_up)
         pattern = LoadPattern(

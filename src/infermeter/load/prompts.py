@@ -45,8 +45,9 @@ def prepared(
     for i in range(len(requests)) if rows is None else (int(r) for r in rows):
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         text = None if texts is None else texts[i]
+        system = None if systems is None else systems[i]
         if text is not None:
-            n = prompter.count(text)
+            n = prompter.count(text) if system is None else n  # with a system message: counted as sent, below
         elif hash_ids is not None and hash_ids[i]:
             if blocks is None:
                 blocks = BlockPrompter(prompter.tok, requests.block_tokens, shared_seed)
@@ -69,7 +70,6 @@ def prepared(
             turn=None if turns is None else int(turns[i]),
             model=None if models is None else str(models[i]),
         )
-        system = None if systems is None else systems[i]
         if system is None:
             yield req
         elif sessions is not None:  # the session driver opens the conversation with it (load/conversation.py)

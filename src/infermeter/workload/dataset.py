@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 DatasetFormat = Literal["sharegpt", "jsonl", "csv", "parquet", "hf-disk", "mooncake", "azure", "burstgpt"]
-FORMATS: tuple[str, ...] = ("sharegpt", "jsonl", "csv", "parquet", "hf-disk", "mooncake", "azure", "burstgpt")
+FORMATS: tuple[str, ...] = get_args(DatasetFormat)
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's block: the tokens one hash_id stands for
 
 

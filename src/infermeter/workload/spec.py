@@ -7,6 +7,7 @@ in the declaration so a report can state it (draft 4.3.3).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,42 +123,21 @@ class Requests:
 
     def head(self, n: int) -> Requests:
         """The first n requests (all of them when there are fewer)."""
-        arrivals = self.arrival_s[:n] if len(self.arrival_s) else self.arrival_s
-
-        def cut(column: np.ndarray | None) -> np.ndarray | None:
-            return None if column is None else column[:n]
-
-        return Requests(
-            self.request_class[:n],
-            self.input_tokens[:n],
-            self.output_tokens[:n],
-            self.prefix_id[:n],
-            self.prefix_tokens[:n],
-            arrivals,
-            self.content,
-            cut(self.texts),
-            None if self.hash_ids is None else self.hash_ids[:n],
-            self.block_tokens,
-            cut(self.session),
-            cut(self.turn),
-            cut(self.replies),
-            cut(self.models),
-            cut(self.systems),
-        )
+        return self._sliced(slice(None, n))
 
     def tail(self, start: int) -> Requests:
         """The requests from `start` on (a dataset's rows a run does not measure)."""
-        arrivals = self.arrival_s[start:] if len(self.arrival_s) else self.arrival_s
+        return self._sliced(slice(start, None))
 
-        def cut(column: np.ndarray | None) -> np.ndarray | None:
-            return None if column is None else column[start:]
-
-        return Requests(
-            self.request_class[start:], self.input_tokens[start:], self.output_tokens[start:], self.prefix_id[start:],
-            self.prefix_tokens[start:], arrivals, self.content, cut(self.texts),
-            None if self.hash_ids is None else self.hash_ids[start:], self.block_tokens, cut(self.session),
-            cut(self.turn), cut(self.replies), cut(self.models), cut(self.systems),
-        )  # fmt: skip
+    def _sliced(self, part: slice) -> Requests:
+        """These requests' rows `part`, every per-request column cut alike (an empty arrival column, the scalars and
+        absent columns kept as they are)."""
+        cut: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            per_request = isinstance(value, np.ndarray | tuple) and len(value) == len(self)
+            cut[f.name] = value[part] if per_request else value
+        return Requests(**cut)
 
     def rows(self) -> list[dict[str, Any]]:
         arrivals = self.arrival_s if len(self.arrival_s) == len(self) else np.zeros(len(self))
