@@ -61,7 +61,12 @@ def test_missing_path():
     [
         ("p.jsonl", '{"prompt": "a"}\n{"reply": "b"}\n', "p.jsonl, row 2: prompt is missing"),
         ("p.csv", "prompt,output_tokens\na,3\nb,many\n", "p.csv, row 3: output_tokens 'many' is not a whole number"),
-        ("p.jsonl", '{"prompt": "a", "output_tokens": 0}\n', "row 1: output_tokens 0 is not a whole number above 0"),
+        ("p.jsonl", '{"prompt": "a", "output_tokens": 0}\n', "row 1: output_tokens 0 is not a whole number from 1 to"),
+        (
+            "m.jsonl",
+            '{"timestamp": 0, "input_length": 20000000, "output_length": 2}\n',
+            "row 1: input_length 20000000 is not a whole number from 1 to 10,000,000",
+        ),
         ("p.jsonl", '{"prompt": 5}\n', "row 1: prompt 5 is not a string"),
         ("p.jsonl", '{"prompt": "a", "messages": []}\n', "row 1: has both prompt and messages"),
         ("c.json", '[{"conversations": [{"from": "human"}]}]', "c.json, element 0: conversations[0].value is missing"),
@@ -118,6 +123,13 @@ def test_empty_dataset_says_why(tmp_path, name, content, dropped):
 def test_empty_trace_says_why(tmp_path):
     p = write(tmp_path, "az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,5,0\n")
     assert "holds no usable rows (1 read, dropped: 1 no tokens generated (GeneratedTokens 0))" in refused(p)
+
+
+def test_an_azure_length_beyond_any_prompt_is_refused(tmp_path):
+    p = write(tmp_path, "az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,20000000,1\n")
+    assert "row 2: ContextTokens 20000000 is not a whole number of tokens: give a count from 0 to 10,000,000" in (
+        refused(p)
+    )
 
 
 def test_decreasing_timestamps_mooncake(tmp_path):

@@ -14,6 +14,7 @@ from infermeter.workload.datasets.fields import show, whole
 from infermeter.workload.datasets.reader import Read
 from infermeter.workload.datasets.source import Rows, Source
 from infermeter.workload.datasets.tables import csv_numbering, csv_table
+from infermeter.workload.limits import MAX_LENGTH
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 DROPS = {
@@ -81,14 +82,17 @@ def _epoch(stamp: datetime) -> float:
 
 
 def _lengths(rows: Rows, column: pa.ChunkedArray, name: str) -> np.ndarray:
-    """A column of token counts as whole numbers from 0; the first bad row named."""
+    """A column of token counts as whole numbers from 0 to MAX_LENGTH (as every length the CLI takes); the first
+    bad row named."""
     if pa.types.is_integer(column.type) and column.null_count == 0:
         out = column.to_numpy()
-        if (out >= 0).all():
+        if ((out >= 0) & (out <= MAX_LENGTH)).all():
             return out
     values = column.to_pylist()
     for i, value in enumerate(values):
         n = whole(value)
-        if n is None or n < 0:
-            raise rows.fail(i, f"{name} {show(value)} is not a whole number of tokens: give a count from 0")
+        if n is None or not 0 <= n <= MAX_LENGTH:
+            raise rows.fail(
+                i, f"{name} {show(value)} is not a whole number of tokens: give a count from 0 to {MAX_LENGTH:,}"
+            )
     return np.asarray(values, dtype=np.int64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from infermeter.workload.datasets.source import Rows
+from infermeter.workload.limits import MAX_LENGTH
 
 
 def show(value: object) -> str:
@@ -33,8 +34,10 @@ def positive_int(rows: Rows, i: int, name: str, value: object) -> int:
     if value is None:
         raise rows.fail(i, f"{name} is missing: give the length in tokens, a whole number above 0")
     n = whole(value)
-    if n is None or n <= 0:
-        raise rows.fail(i, f"{name} {show(value)} is not a whole number above 0: give the length in tokens")
+    if n is None or not 0 < n <= MAX_LENGTH:
+        raise rows.fail(
+            i, f"{name} {show(value)} is not a whole number from 1 to {MAX_LENGTH:,}: give the length in tokens"
+        )
     return n
 
 
