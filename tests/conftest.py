@@ -21,6 +21,23 @@ SHAPE = "tests/faults/test_stream_faults.py::test_valid_stream_shapes_are_read_a
 # parameter).  Each area keeps a quicker test of the same code in the first tier (the coverage README states is the
 # first tier's).
 SECOND_TIER_TESTS: dict[str, str] = {
+    "tests/emulator/test_endpoint_runs.py": "a CLI run of 30 requests per API (each API's client and emulator sides "
+    "are tested in the first tier)",
+    "tests/telemetry/test_dcgm.py::test_infermeter_run_": "CLI runs beside a fake DCGM exporter (the monitor, its "
+    "energy window and its warning are tested in the first tier)",
+    "tests/client/test_kserve_grpc.py::test_ttft_and_itl_over_grpc_agree_with_sse": "both transports, timed",
+    "tests/suites/test_quick_plans.py::test_prefix_cache_runs": "a suite's five runs",
+    "tests/suites/test_capacity_and_prefill.py::test_capacity_replays_a_trace": "a capacity search's probes",
+    "tests/suites/test_quick_plans.py::test_long_context_runs_each_length_at_each_concurrency": "a suite's plan, run",
+    "tests/suites/test_quick_plans.py::test_guardrail_against_servers": "a suite run against three servers",
+    "tests/suites/test_quick_plans.py::test_capacity_then_memory_pressure_from_its_maximum": "two suites in a row",
+    "tests/suites/test_twin.py::test_the_probe_stops_its_ladder_where_a_batching_server_queues[scheduler1-mixed]": (
+        "a probe ladder (the separate scheduler's stays in the first tier)"
+    ),
+    "tests/distributed/test_sweeps_as_tasks.py::test_a_sweep_on_workers_resumes_the_points_already_done": (
+        "a sweep on workers, killed and resumed"
+    ),
+    "tests/faults/test_signals_and_disk.py::test_the_client_killed_loses_no_request": "a CLI run killed mid-run",
     "tests/report/test_browser.py": "Debian's chromium drawing the reports, after the quick tradeoff suite",
     "tests/suites/test_fairness_cache_guardrail.py": "three suites at their quick scale on the real clock",
     "tests/suites/test_capacity_memory.py": "capacity and memory-pressure suites on the real clock",

@@ -100,5 +100,6 @@ def test_usage_errors_point_at_the_commands_own_help(tmp_path):
     `capacity --api bogus` is refused before any probe (it used to start probing as chat)."""
     p = infermeter("capacity", "--slo", "ttft:p99<=1s", "--api", "bogus", "--out", tmp_path / "cap", cwd=tmp_path)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-    assert "Invalid value for '--api': must be one of completions, chat, got bogus" in p.stderr, p.stderr
+    choices = "completions, chat, responses, embeddings, rerank, tgi, sglang, triton"
+    assert f"Invalid value for '--api': must be one of {choices}, got bogus" in p.stderr, p.stderr
     assert p.stderr.rstrip().endswith("(see infermeter capacity --help)") and not (tmp_path / "cap").exists()

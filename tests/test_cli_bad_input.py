@@ -481,6 +481,19 @@ KINDS.update(
         "request_id_prefix": REQUEST_ID_PREFIX,
     }
 )
+PEM_FILE = Kind((Bad("missing.pem"), file("d", None)))  # read as PEM only over https: what can be refused up front
+KINDS.update(
+    {
+        "batch_inputs": integer(),
+        **dict.fromkeys(("rerank_shape", "image_format", "metrics_dialect"), CHOICE),
+        **dict.fromkeys(("ca_bundle", "client_cert", "client_key"), PEM_FILE),
+        "images": integer(zero_ok=True),
+        "image_size": Kind(bad("", "0x0", "0x512", "100000x100000", "512", "axb", "512x", "-1x5", "512x512x3")),
+        "image_dir": Kind((Bad("missing-dir"), file("f.png", "not a folder"), file("empty", None))),
+        "audio": number(zero_ok=True),
+        "dcgm_url": URL,
+    }
+)
 SUITE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}"))  # a run, a file: not a suite's directory
 SCENARIO = Kind(
     (
@@ -553,6 +566,10 @@ ALONGSIDE: dict[str, dict[str, str | None]] = {
     "scheduler": {"url": None, "model": None},
     "config": {"url": None, "model": None},
     "grid_csv": {"url": None, "model": None},
+    **{key: {"api": "chat"} for key in ("images", "image_dir", "audio")},
+    **{key: {"api": "chat", "images": "1"} for key in ("image_size", "image_format")},
+    "batch_inputs": {"api": "embeddings"},
+    "rerank_shape": {"api": "rerank"},
 }
 # where commands start serving or measuring: a bad value that got this far was let through
 MEASURING = (

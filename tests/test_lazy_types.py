@@ -30,4 +30,3 @@ def test_type_checkers_see_the_names_loaded_at_run_time(package):
     name = f"infermeter.{package}"
     lazy = {export: f"{name}.{module}" for export, module in importlib.import_module(name)._FROM.items()}
     assert declared(package) == lazy
-

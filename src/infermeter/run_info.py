@@ -168,6 +168,11 @@ class Client(Block):
     extra_body: dict[str, Any] | None = None  # the user's own request-body fields, as given
     open_files_limit: int | None = None
     scheduling: str | None = None  # the sending thread's class when raised (--realtime), e.g. "SCHED_FIFO 1"
+    tls: str | None = None  # --ca-bundle, --insecure, --client-cert as declared (client.tls); None: system CAs
+    insecure: bool | None = None  # True: the server's certificate was not verified (--insecure)
+    generates: bool | None = None  # the API streams generated tokens (TTFT, ITL apply); False: embeddings, rerank
+    batch_inputs: int | None = None  # embeddings' inputs or rerank's documents per request (--batch-inputs)
+    rerank_shape: str | None = None  # --api rerank: whose request shape was sent
 
 
 class ServerMetricsSource(Block):
@@ -177,10 +182,12 @@ class ServerMetricsSource(Block):
     available: bool
     interval_s: float | None = None
     reason: str | None = None
+    dialect: str | None = None  # whose metric names the server writes: vllm, sglang, tgi, triton, llamacpp, unknown
 
 
 class Telemetry(Block):
-    """Host telemetry: the sampling interval and each source (psutil, RAPL, NVML) or why it is unavailable."""
+    """Telemetry beside the run: the sampling interval and each source (psutil, RAPL, NVML on this host; "dcgm": the
+    server's GPUs through a DCGM exporter) with its method, or why it is unavailable."""
 
     interval_s: float
     sources: dict[str, str] = Field(default_factory=dict)

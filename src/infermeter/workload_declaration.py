@@ -70,6 +70,29 @@ class SessionsDeclaration(Block):
     loop: str  # closed: N users each running sessions one after another; open: sessions arriving at a rate
 
 
+class MediaDeclaration(Block):
+    """Images and audio the requests carried (--images, --image-dir, a dataset's image column, --audio): where they
+    came from, and what the measured requests sent held (counted as each request's media were made, over the requests
+    the records show were sent; the warm-up's are not counted)."""
+
+    images_per_request: int | None = None  # None: as many as each dataset row gives
+    image_source: str | None = None
+    image_sizes: list[str] = Field(default_factory=list)  # the distinct WxH sent
+    images_sent: int = 0
+    image_bytes: int = 0  # the files' bytes (a data URL carries them base64: 4/3 as many)
+    audio_seconds_per_request: float | None = None
+    audio_format: str | None = None
+    audio_sent: int = 0
+    audio_bytes: int = 0
+    requests: int = 0  # measured requests sent with media
+    bytes_per_request: float | None = None  # mean media bytes (images and audio) per such request
+    sent_as: str = ""  # how each kind goes in the request body (images and audio differ)
+    made_ahead: int = 0  # requests whose media were made before the measured load began
+    media_waits: int = 0  # measured requests whose media were not made yet when due: the event loop waited
+    media_wait_ms: float = 0.0  # the event loop's wait for them in all
+    media_wait_max_ms: float = 0.0  # and the longest one
+
+
 class WorkloadDeclaration(Block):
     """What run.json declares about the workload (draft 4.3.1, 4.3.3); `spec` is the WorkloadSpec as JSON."""
 
@@ -85,3 +108,5 @@ class WorkloadDeclaration(Block):
     arrivals: Arrivals | None = None
     dataset: DatasetDeclaration | None = None
     sessions: SessionsDeclaration | None = None
+    rerank_query_tokens: int | None = None  # --api rerank: each query's exact length (documents: the drawn length)
+    media: MediaDeclaration | None = None

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, openai_sse, reasons
+from infermeter.client.apis import declare
 from infermeter.client.sse import SSEError, SSEParser
 from infermeter.load import LoadPattern, drive
 from infermeter.records import RequestRecord, RunClock, failure_reason
@@ -180,7 +181,7 @@ async def test_api_key_is_sent_but_never_declared(server, monkeypatch):
     cfg = ClientConfig(server.url, model="m", api_key_env="INFERMETER_TEST_KEY")
     client = OpenAIClient(cfg, RunClock())
     assert client.headers["Authorization"] == "Bearer sk-secret-123"
-    assert "sk-secret" not in str(cfg.declaration())
+    assert "sk-secret" not in str(declare(cfg))
     await client.close()
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest, reasons
+from infermeter.client.apis import declare
 from infermeter.client.headers import extra_headers, names
 from infermeter.client.proxy import bypassed, proxy_for
 from infermeter.config.sections import Target
@@ -126,7 +127,7 @@ def test_authorization_given_by_header_replaces_the_keys(monkeypatch):
     cfg = ClientConfig("http://127.0.0.1:9", extra_headers=(("Authorization", "Basic dXNlcjpwdw=="),))
     sent = cfg.headers()
     assert sent["Authorization"] == "Basic dXNlcjpwdw==" and list(sent).count("Authorization") == 1
-    assert cfg.declaration().api_key == "from --header Authorization"
+    assert declare(cfg).api_key == "from --header Authorization"
 
 
 def test_credential_like_header_lines_are_masked_and_variable_references_kept():

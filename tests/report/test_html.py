@@ -125,6 +125,7 @@ def test_report_writes_markdown_and_html_of_a_run(run_dir: Path, tmp_path: Path)
         "6. Reproduction",
     ):
         assert f"## {heading}" in text
-    assert "**Table 1: TTFT Results**" in text and "_Figure: Request timeline" in text
+    assert "**Table 1: TTFT Results; measured: --api completions, POST /v1/completions**" in text
+    assert "_Figure: Request timeline" in text
     assert html.stat().st_size < 5_000_000 and 'data-chart="request-timeline"' in html.read_text()
     assert "Table 1: TTFT Results" in p.stdout  # the console report is printed as before

@@ -166,3 +166,25 @@ def test_tokens_per_gpu_second_come_from_the_declared_gpus_not_the_load_generato
     assert declared.gpus == 2 and declared.output_tok_per_gpu_s is not None
     emulated = _stopped(tmp_path, emulated=True)  # the embedded emulator models one GPU
     assert emulated.gpus == 1 and emulated.output_tok_per_gpu_s is not None
+
+
+def test_a_metrics_url_that_does_not_answer_is_shown_with_its_token_masked(tmp_path):
+    """--metrics-url's key-like query parameters stay out of run.json's server_metrics block and its notes."""
+    from types import SimpleNamespace
+
+    from infermeter.config.sections import Monitors
+    from infermeter.load.monitors import start_monitors
+    from tests.evidence import info
+    from tests.telemetry.dcgm_exporter import dcgm_exporter
+
+    run_info = info()
+    with dcgm_exporter(status=404) as exporter:  # answers 404 on /metrics
+        base = exporter.url.removesuffix("/metrics") + "/?token=abcdef123456"
+        target = SimpleNamespace(metrics_url=base, url=base)
+        monitors = Monitors(scrape_interval=0.5, telemetry_interval=0)
+        scraper, _, _ = asyncio.run(start_monitors(monitors, target, tmp_path, RunClock(), run_info))
+    source = run_info.server_metrics
+    assert scraper is None and source is not None and source.available is False
+    assert source.url == exporter.url + "?token=[REDACTED]" and source.reason.startswith("HTTP 404 from ")
+    shown = (tmp_path / "run.json").read_text() + "".join(run_info.notes)
+    assert "HTTP 404" in shown and "abcdef123456" not in shown

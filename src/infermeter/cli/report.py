@@ -84,8 +84,12 @@ def report(
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     from infermeter.report.console import comparison_table, full_report, sim_table
+    from infermeter.report.endpoint import measured_line
 
     if len(results) > 1:
+        for d, run_info, _ in results:  # the endpoint each run measured, above the table of them
+            if (line := measured_line(run_info)) is not None:
+                print(f"{d.name or d}: {line}")
         print(comparison_table([(d.name or str(d), s) for d, _, s in results]))
         return
     run_dir, info, summary = results[0]

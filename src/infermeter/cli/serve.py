@@ -10,6 +10,7 @@ import typer
 
 from infermeter.cli import options as opt
 from infermeter.cli.app import app, emulator_settings, run_async
+from infermeter.emulator.dialects import METRICS_DIALECTS
 from infermeter.errors import UserError
 
 
@@ -21,11 +22,24 @@ def serve(
     config: Annotated[
         Path | None, typer.Option(help="emulator config YAML/JSON", parser=opt.EMULATOR_CONFIG_FILE)
     ] = None,
+    metrics_dialect: Annotated[
+        str | None,
+        typer.Option(
+            help=f"/metrics in this engine's metric names: {', '.join(METRICS_DIALECTS)} (default: the config's, "
+            "else vllm)",
+            parser=opt.choice(*METRICS_DIALECTS),
+        ),
+    ] = None,
 ) -> None:
-    """Run the emulator standalone: an OpenAI-compatible server over the engine model."""
+    """Run the emulator standalone: an OpenAI-compatible server over the engine model.
+
+    It serves OpenAI completions, chat, Responses, embeddings and rerank, and TGI's, SGLang's and Triton's native
+    generation APIs."""
     from infermeter.emulator.serving import serve as serve_forever
 
     emu = emulator_settings(config, scheduler)
+    if metrics_dialect is not None:
+        emu = emu.model_copy(update={"metrics_dialect": metrics_dialect})
     with contextlib.suppress(KeyboardInterrupt):
         try:
             run_async(serve_forever(emu, host, port))

@@ -9,11 +9,11 @@ from infermeter.client import reasons
 from infermeter.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names below are, for type checkers (at run time they load on first use)
-    from infermeter.client.openai_sse import ClientConfig as ClientConfig
     from infermeter.client.openai_sse import OpenAIClient as OpenAIClient
-    from infermeter.client.openai_sse import PreparedRequest as PreparedRequest
+    from infermeter.client.request import ClientConfig as ClientConfig
+    from infermeter.client.request import PreparedRequest as PreparedRequest
 
-_FROM = dict.fromkeys(["ClientConfig", "OpenAIClient", "PreparedRequest"], "openai_sse")
+_FROM = {"ClientConfig": "request", "OpenAIClient": "openai_sse", "PreparedRequest": "request"}
 
 __all__ = [*_FROM, "reasons"]
 

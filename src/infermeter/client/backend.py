@@ -14,7 +14,7 @@ from infermeter.errors import UserError
 from infermeter.plugins import Entry, Registry
 
 if TYPE_CHECKING:
-    from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+    from infermeter.client.request import ClientConfig, PreparedRequest
     from infermeter.records import RequestRecord, RunClock
     from infermeter.run_info import Client
 

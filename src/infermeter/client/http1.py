@@ -301,13 +301,15 @@ class Pool:
     """Kept-alive connections to one origin, opened as requests need them (at most `limit` when > 0), directly or
     through the HTTP proxy the environment names for it (client.proxy)."""
 
-    def __init__(self, base_url: str, connect_timeout: float, limit: int = 0) -> None:
+    def __init__(
+        self, base_url: str, connect_timeout: float, limit: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url}")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self.ssl = (tls or ssl.create_default_context()) if parts.scheme == "https" else None
         default = 443 if parts.scheme == "https" else 80
         bracketed = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = bracketed + ("" if self.port == default else f":{self.port}")

@@ -21,7 +21,8 @@ import orjson
 
 from infermeter import secrets
 from infermeter.client import reasons
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.apis import declare
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.errors import UserError
 from infermeter.protocols import kserve_v2_pb2 as pb
 from infermeter.protocols import kserve_v2_pb2_grpc as pb_grpc
@@ -30,11 +31,31 @@ from infermeter.run_info import Client
 
 
 def grpc_target(base_url: str) -> str:
-    """host:port from `grpc://host:port`, `http://host:port` or `host:port`."""
+    """host:port from `grpc://host:port`, `https://host:port` (TLS), `http://host:port` or `host:port`."""
     parts = urlsplit(base_url if "://" in base_url else f"grpc://{base_url}")
     if not parts.hostname or parts.port is None:
         raise UserError(f"--url {base_url} does not name a gRPC server: give host:port or grpc://host:port")
     return f"{parts.hostname}:{parts.port}"
+
+
+def _channel(config: ClientConfig, target: str) -> grpc.aio.Channel:
+    """A plain channel, or a TLS one for an https:// URL (its CA bundle and client certificate from --ca-bundle,
+    --client-cert and --client-key)."""
+    if not config.base_url.startswith("https://"):
+        return grpc.aio.insecure_channel(target)
+    tls = config.tls
+    if tls.insecure:
+        raise UserError("--insecure: gRPC always verifies the server's certificate: give its CA with --ca-bundle")
+    try:
+        root = tls.ca_bundle.read_bytes() if tls.ca_bundle else None
+        chain = tls.client_cert.read_bytes() if tls.client_cert else None
+        key = (tls.client_key or tls.client_cert).read_bytes() if tls.client_cert else None
+    except OSError as exc:
+        raise UserError(
+            f"cannot read a TLS file ({exc.strerror}: {exc.filename}): check --ca-bundle/--client-cert"
+        ) from None
+    credentials = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
+    return grpc.aio.secure_channel(target, credentials)
 
 
 class _Failure(Exception):
@@ -52,10 +73,11 @@ class KServeGrpcClient:
         self.config = config
         self.clock = clock
         self.target = grpc_target(config.base_url)
-        self._channel = grpc.aio.insecure_channel(self.target)
+        self._channel = _channel(config, self.target)
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
-        key = config.api_key()
-        self._metadata = (("authorization", f"Bearer {key}"),) if key else ()
+        # the API key's Authorization and every --header, as gRPC metadata (whose keys are lower case)
+        heads = config.headers().items()
+        self._metadata = tuple((k.lower(), v) for k, v in heads if k.lower() not in ("content-type", "accept"))
 
     def start(
         self, req: PreparedRequest, scheduled_at: float, record: RequestRecord
@@ -70,8 +92,9 @@ class KServeGrpcClient:
         await self._channel.close()
 
     def declaration(self) -> Client:
-        transport = "gRPC, KServe v2 / Triton ModelStreamInfer"
-        return self.config.declaration().model_copy(
+        transport = "gRPC" + (" over TLS" if self.config.base_url.startswith("https://") else "")
+        transport += ", KServe v2 / Triton ModelStreamInfer"
+        return declare(self.config).model_copy(
             update={"backend": "grpc", "transport": transport, "endpoint": self.target}
         )
 
@@ -104,7 +127,10 @@ class KServeGrpcClient:
         cfg = self.config
         loop = asyncio.get_running_loop()
         started = loop.time()
-        call = self._stub.ModelStreamInfer(metadata=self._metadata)
+        metadata = self._metadata
+        if cfg.request_id_prefix is not None:
+            metadata = (*metadata, ("x-request-id", f"{cfg.request_id_prefix}-{req.request_id}"))
+        call = self._stub.ModelStreamInfer(metadata=metadata)
         offsets: list[float] | None = None
         text: list[str] = []
         try:

@@ -1,142 +1,41 @@
-"""Streaming client for OpenAI-compatible /v1/completions and /v1/chat/completions (SSE).
+"""The HTTP client of every --api format (client.apis): OpenAI completions, chat and Responses streamed over SSE,
+embeddings and rerank answered in one body, and the engines' native streams.
 
 Every SSE event is timestamped on the run clock when the read that completed its `data:` line returns (draft
 B.1.1), stamped inside the event loop's read callback (`client.http1`); `submitted_at` is when the request's last
-byte left the process (the socket took it).  Each
-request ends in exactly one RequestRecord, whatever goes wrong, its error naming a reason from `client.reasons`.
-Nothing raises out of `send` except cancellation, which propagates (as asyncio requires) after the record passed
-in has been completed with status "cancelled".
+byte left the process (the socket took it).  A reply that is one body (embeddings, rerank) has no first token: it
+is timed at its last read (`completed_at`), waited for under the total timeout alone, and must answer each input
+sent once.  Each request ends in exactly one RequestRecord, whatever goes wrong, its error naming a reason from
+`client.reasons`.  Nothing raises out of `send` except cancellation, which propagates (as asyncio requires) after
+the record passed in has been completed with status "cancelled".
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import orjson
 
 from infermeter import secrets
 from infermeter.client import reasons
-from infermeter.client.events import StreamDecoder, StreamFailure, StreamState
-from infermeter.client.headers import key_source, merged, request_heads
+from infermeter.client.apis import Decoder, api_format, declare, endpoint_url
+from infermeter.client.events import StreamFailure, StreamState
+from infermeter.client.headers import request_heads
 from infermeter.client.http1 import Connection, ConnectionEnded, Head, Outgoing, Pool, ProtocolError
+from infermeter.client.request import Api, ClientConfig, Message, PreparedRequest, RerankShape
 from infermeter.client.server_tokenizer import ServerTokenizer
-from infermeter.client.urls import endpoint
 from infermeter.errors import UserError
 from infermeter.records import RequestRecord, RunClock, Status, failure
-from infermeter.run_info import Client, Timeouts
+from infermeter.run_info import Client
 
-Api = Literal["completions", "chat"]
-
-
-class Message(NamedTuple):
-    """One message of a chat conversation as the request body carries it."""
-
-    role: Literal["system", "user", "assistant"]
-    content: str
-
+__all__ = ["Api", "ClientConfig", "Message", "OpenAIClient", "PreparedRequest", "RerankShape"]
 
 ERROR_BODY_BYTES = 65536  # read at most this much of an HTTP error response
-
-
-@dataclass(frozen=True)
-class PreparedRequest:
-    """A request ready to send: its prompt text and what the workload declared about it."""
-
-    request_id: int
-    prompt: str
-    input_tokens: int
-    max_tokens: int
-    request_class: str = ""
-    ref_input_tokens: int | None = None  # the prompt's exact length under the run's declared tokenizer
-    # a chat conversation sent instead of `prompt` alone (a multi-turn session's history, then its turn)
-    messages: tuple[Message, ...] | None = None
-    session_id: int | None = None  # a multi-turn session's index in the run, and this turn's index in it
-    turn: int | None = None
-    model: str | None = None  # the model or adapter this request names instead of the run's (--model-mix)
-    # told the reply's whole text when its stream ends well (a session's next turn carries it as history)
-    on_reply: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
-
-    def record(self, scheduled_at: float) -> RequestRecord:
-        """An empty record for this request, to be filled by `OpenAIClient.send`."""
-        return RequestRecord(
-            request_id=self.request_id,
-            request_class=self.request_class,
-            input_tokens=self.input_tokens,
-            max_tokens=self.max_tokens,
-            scheduled_at=scheduled_at,
-            ref_input_tokens=self.ref_input_tokens,
-            session_id=self.session_id,
-            turn=self.turn,
-            model=self.model,
-        )
-
-
-@dataclass
-class ClientConfig:
-    base_url: str
-    api: Api = "completions"
-    model: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    connect_timeout: float = 10.0
-    first_token_timeout: float = 120.0
-    total_timeout: float = 900.0
-    ignore_eos: bool = True
-    temperature: float = 0.0
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    # counts a reply's whole text under the run's declared tokenizer when its stream ends (ref_output_tokens)
-    count_text: Callable[[str], int] | None = field(default=None, repr=False, compare=False)
-    # --header's (name, value) pairs, ${VAR}s read already (client.headers); an Authorization replaces the key's
-    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    request_id_prefix: str | None = None  # every request carries X-Request-Id: <prefix>-<request id>
-
-    @property
-    def endpoint(self) -> str:
-        path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
-        return endpoint(self.base_url, path)
-
-    def api_key(self) -> str | None:
-        """The key from the environment (registered for redaction the moment it is read)."""
-        key = os.environ.get(self.api_key_env) or None
-        secrets.register(key)
-        return key
-
-    def headers(self) -> dict[str, str]:
-        """Headers for every request to the server, the key's Authorization (or --header's) among them."""
-        return merged(self.extra_headers, self.api_key)
-
-    def rejected_field(self, status: int, body: bytes | bytearray) -> str:
-        """A 400/422 whose body names a field this client sent beyond the OpenAI schema: which option sends it
-        (servers such as `transformers serve` answer 422 to any field they do not know); else ''."""
-        if status not in (400, 422):
-            return ""
-        text = bytes(body).decode("utf-8", "replace")
-        if self.ignore_eos and "ignore_eos" in text:
-            return f"{reasons.REJECTED_FIELD} ignore_eos (sent to run replies to max_tokens): add --no-ignore-eos"
-        for key in self.extra_body:
-            if key in text:
-                return f"{reasons.REJECTED_FIELD} {key}: leave it out of --extra-body"
-        return ""
-
-    def declaration(self) -> Client:
-        """What run.json says about the client (the API key itself never appears)."""
-        return Client(
-            endpoint=secrets.redact_url(self.endpoint),
-            api=self.api,
-            model=self.model,
-            api_key=key_source(self.extra_headers, self.api_key_env, self.api_key()),
-            timeouts_s=Timeouts(
-                connect=self.connect_timeout, first_token=self.first_token_timeout, total=self.total_timeout
-            ),
-            ignore_eos=self.ignore_eos,
-            temperature=self.temperature,
-            extra_body=secrets.redact_deep(self.extra_body),
-        )
 
 
 class _Failure(Exception):
@@ -165,9 +64,7 @@ class _Reply:
 
     __slots__ = ("clock", "deadline", "decoder", "done", "error_body", "head", "total_at")
 
-    def __init__(
-        self, clock: RunClock, decoder: StreamDecoder, deadline: asyncio.Timeout | None, total_at: float
-    ) -> None:
+    def __init__(self, clock: RunClock, decoder: Decoder, deadline: asyncio.Timeout | None, total_at: float) -> None:
         self.clock, self.decoder, self.deadline, self.total_at = clock, decoder, deadline, total_at
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.head: Head | None = None
@@ -203,7 +100,7 @@ class _Written:
     conn: Connection
     reply: _Reply
     out: Outgoing
-    decoder: StreamDecoder
+    decoder: Decoder
     payload: bytes
     started: float  # loop.time() when it was written
 
@@ -214,8 +111,16 @@ class OpenAIClient:
     def __init__(self, config: ClientConfig, clock: RunClock, max_connections: int = 0) -> None:
         self.config = config
         self.clock = clock
+        self._format = api_format(config.api)
+        # a reply that is one body (embeddings, rerank) has no first token: the whole wait is the total timeout's
+        self._first_timeout = config.first_token_timeout if self._format.generates else config.total_timeout
+        # a format whose reply answers each input once (client.api_pooling) says how many a request sent
+        self._inputs_sent: Callable[[PreparedRequest], int] | None = getattr(self._format, "inputs_sent", None)
         try:
-            self._pool = Pool(config.endpoint, config.connect_timeout, max_connections)  # through a proxy if set
+            tls = config.tls.context() if config.base_url.startswith("https:") else None
+            self._pool = Pool(
+                endpoint_url(config), config.connect_timeout, max_connections, tls
+            )  # through a proxy if set
         except ValueError as exc:
             raise UserError(f"--url {config.base_url}: {exc}") from None
         self._headers = config.headers()
@@ -232,6 +137,7 @@ class OpenAIClient:
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
                 trust_env=self._pool.proxy is not None,  # the proxy the pool uses (aiohttp reads the same variables)
+                connector=aiohttp.TCPConnector(ssl=self._pool.ssl if self._pool.ssl is not None else True),
             )
         return self._session
 
@@ -247,8 +153,8 @@ class OpenAIClient:
             self._session = None
 
     def declaration(self) -> Client:
-        transport = "HTTP/1.1 + SSE" + self._pool.via()
-        return self.config.declaration().model_copy(update={"backend": "openai", "transport": transport})
+        transport = ("HTTP/1.1 + SSE" if self._format.generates else "HTTP/1.1") + self._pool.via()
+        return declare(self.config).model_copy(update={"backend": "openai", "transport": transport})
 
     async def server_token_count(self, text: str) -> int | None:
         if self._tokenizer is None:
@@ -260,23 +166,8 @@ class OpenAIClient:
         return self._tokenizer.description if self._tokenizer is not None else "none offered"
 
     def body(self, req: PreparedRequest) -> dict[str, Any]:
-        cfg = self.config
-        body: dict[str, Any] = {
-            "model": req.model or cfg.model,
-            "max_tokens": req.max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "temperature": cfg.temperature,
-        }
-        if cfg.api == "completions":
-            body["prompt"] = req.prompt
-        elif req.messages is not None:
-            body["messages"] = [{"role": m.role, "content": m.content} for m in req.messages]
-        else:
-            body["messages"] = [{"role": "user", "content": req.prompt}]
-        if cfg.ignore_eos:
-            body["ignore_eos"] = True
-        body.update(cfg.extra_body)
+        body = self._format.body(req, self.config)
+        body.update(self.config.extra_body)
         return body
 
     def pace(self, poll: Callable[[], None] | None) -> None:
@@ -313,9 +204,9 @@ class OpenAIClient:
         """
         return await self._send(req, scheduled_at, record if record is not None else req.record(scheduled_at), None)
 
-    def _decoder(self, req: PreparedRequest) -> StreamDecoder:
+    def _decoder(self, req: PreparedRequest) -> Decoder:
         keep_text = self.config.count_text is not None or req.on_reply is not None
-        return StreamDecoder(chat=self.config.api == "chat", keep_text=keep_text)
+        return self._format.decoder(keep_text)
 
     def _request(self, payload: bytes, request_id: int) -> bytes:
         if self._id_head is None:
@@ -340,11 +231,13 @@ class OpenAIClient:
         trace_ctx: dict[str, float] = {}
         try:
             try:
-                async with asyncio.timeout_at(started + min(cfg.first_token_timeout, cfg.total_timeout)) as deadline:
+                async with asyncio.timeout_at(started + min(self._first_timeout, cfg.total_timeout)) as deadline:
                     try:
                         await self._exchange(payload, rec, decoder, trace_ctx, deadline, started, written)
                     except _Stale:
                         await self._resend(payload, rec, decoder, trace_ctx, deadline, started)
+                if self._inputs_sent is not None:
+                    self._check_count(self._inputs_sent(req), rec, decoder.state)
                 rec.status = "ok"
             except TimeoutError:
                 raise self._timed_out(decoder.state, trace_ctx, loop.time() - started) from None
@@ -365,7 +258,7 @@ class OpenAIClient:
         self,
         payload: bytes,
         rec: RequestRecord,
-        decoder: StreamDecoder,
+        decoder: Decoder,
         trace_ctx: dict[str, float],
         deadline: asyncio.Timeout,
         started: float,
@@ -434,7 +327,7 @@ class OpenAIClient:
         self,
         payload: bytes,
         rec: RequestRecord,
-        decoder: StreamDecoder,
+        decoder: Decoder,
         trace_ctx: dict[str, float],
         deadline: asyncio.Timeout,
         started: float,
@@ -449,8 +342,19 @@ class OpenAIClient:
                 continue
         raise _Failure("error", reasons.CLOSED_BEFORE_RESPONSE, STALE_DETAIL)
 
+    def _check_count(self, sent: int, rec: RequestRecord, state: StreamState) -> None:
+        """A reply answering each input once must answer as many as were sent."""
+        if rec.inputs is None:
+            rec.inputs = sent
+        if state.inputs != sent:
+            detail = f"{state.inputs} came back for {sent} sent ({self._format.name})"
+            raise _Failure("error", reasons.WRONG_COUNT, detail)
+
     def _timed_out(self, state: StreamState, trace_ctx: dict[str, float], elapsed: float) -> _Failure:
         cfg = self.config
+        if not self._format.generates:
+            where = "the request was not sent" if "sent" not in trace_ctx else "no whole reply"
+            return _Failure("timeout", reasons.TOTAL_TIMEOUT, f"{where} within {cfg.total_timeout:g} s")
         if state.content_started or elapsed >= cfg.total_timeout:
             return _Failure(
                 "timeout", reasons.TOTAL_TIMEOUT, f"not finished within {cfg.total_timeout:g} s ({state.tokens} tokens)"
@@ -482,6 +386,7 @@ class OpenAIClient:
         rec.server_decode_s = server.decode_s
         rec.finish_reason = stream.finish_reason
         rec.no_done = True if stream.no_done else None
+        rec.completed_at = stream.completed_at
         if self.config.count_text is not None:
             rec.ref_output_tokens = self.config.count_text("".join(stream.text))
 

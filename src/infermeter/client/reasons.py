@@ -18,6 +18,11 @@ CLIENT_ERROR = "client error"
 MALFORMED_HTTP = "malformed HTTP response"
 REJECTED_FIELD = "the server rejects the field"  # a 400/422 detail's hint: the field, then the option that sends it
 CLIENT_LIMIT = "client out of file descriptors"  # the load generator's host, not the server
+# replies that are one JSON body (embeddings, rerank)
+INVALID_JSON_REPLY = "invalid JSON reply"
+MALFORMED_REPLY = "malformed reply"  # valid JSON, but not the API's shape
+REPLY_TOO_LARGE = "reply too large"  # beyond what the client holds of one body
+WRONG_COUNT = "wrong number of results"  # embeddings or rerank results other than one per input sent
 
 
 def http(status: int) -> str:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from infermeter.client.apis import templated
 from infermeter.client.backend import Backend, open_backend
 from infermeter.client.headers import names as header_names
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.conduct.senders import Sender, Shipment, open_sender
 from infermeter.load.clock_accuracy import measure_clock
 from infermeter.load.counting import TokenCounting, choose_counting, curve_mismatch, declared_tokenizer
@@ -24,6 +25,7 @@ from infermeter.load.monitors import start_monitors, stop_monitors
 from infermeter.load.plan import RunPlan, Work, plan_run
 from infermeter.load.progress import LiveDisplay
 from infermeter.load.prompts import prepared, tokenizer_block, verify_prompts
+from infermeter.load.request_extras import RequestExtras, request_extras
 from infermeter.load.server_software import disclose_software
 from infermeter.load.special_tokens import special_tokens
 from infermeter.load.stopping import STOP_NOTES, Stopper
@@ -77,6 +79,7 @@ class _Run:
     stopper: Stopper
     sender: Sender
     warm: Warmup = field(default_factory=lambda: Warmup(done=False, cold_start=True, note=COLD_START))
+    extras: RequestExtras = field(default_factory=RequestExtras)  # texts, images and audio besides the prompt
 
 
 async def conduct(
@@ -95,10 +98,11 @@ async def benchmark(plan: RunPlan) -> RunResult:
     """
     clock = RunClock()
     counting = await _counting(plan)
-    prompter = ExactPrompter(counting.tokenizer, chat=plan.target.client.api == "chat", seed=plan.seed)
+    prompter = ExactPrompter(counting.tokenizer, chat=templated(plan.target.client.api), seed=plan.seed)
     floored = floor_to_template(plan.work.requests, prompter)  # the tokenizer is known only now
     if floored.raised:
         plan = dataclasses.replace(plan, work=dataclasses.replace(plan.work, requests=floored.requests))
+    extras = request_extras(plan.config, plan.work.requests.images is not None)
     cfg = dataclasses.replace(plan.target.client, count_text=counting.count_text)
     client = open_backend(plan.target.backend, cfg, clock)
     try:
@@ -113,10 +117,11 @@ async def benchmark(plan: RunPlan) -> RunResult:
             # claimed before the warm-up (a bad --out costs nothing), released if the run fails before measuring
             with claimed_run_dir(plan.out, info):
                 await _disclose(plan, cfg, info)
-                run = _Run(plan, clock, client, counting, prompter, info, Stopper(), sender)
+                run = _Run(plan, clock, client, counting, prompter, info, Stopper(), sender, extras=extras)
                 with run.stopper.installed():
                     return await _measure(run)
     finally:
+        extras.close()  # the media threads stop however the run ends
         await client.close()
 
 
@@ -175,10 +180,13 @@ def _run_info(plan: RunPlan, client: Backend, where: str | None) -> RunInfo:
 
 def _config_block(config: RunConfig) -> dict[str, Any]:
     """run.json's copy of the configuration, a credential-like --header's written-out value masked (its ${VAR}
-    references kept: they say where the value comes from)."""
+    references kept: they say where the value comes from), and a token in a URL's query masked."""
     block = config.model_dump(mode="json")
     if config.target.header:
         block["target"]["header"] = [redact_header(h) for h in config.target.header]
+    for section, key in (("target", "url"), ("monitors", "dcgm_url")):
+        if isinstance(url := block[section].get(key), str):
+            block[section][key] = redact_url(url)
     return block
 
 
@@ -200,14 +208,14 @@ async def _measure(run: _Run) -> RunResult:
         async with LiveDisplay(warm_stats, 0, plan.progress, "warm-up"):
             run.warm = await warm_up(
                 run.client, plan.work.warmup, plan.work.pattern, warm_stats, run.prompter, stopper.stop,
-                stopper.hard_stop, plan.work.requests,
+                stopper.hard_stop, plan.work.requests, run.extras,
             )  # fmt: skip
     info.warmup = run.warm
     prompts = await _prompts(run)
     writer = RunWriter(plan.out, info, on_failure=lambda reason: stopper.terminate(reason), claimed=True)
     stats = LiveStats()
     monitors = plan.config.monitors
-    scraper, sampler = await start_monitors(monitors, plan.target, plan.out, run.clock, info)
+    scraper, sampler, dcgm = await start_monitors(monitors, plan.target, plan.out, run.clock, info)
     if stopper.stop.is_set():
         prompts = []  # stopped during the warm-up: nothing is measured
     shipment = Shipment(plan, run.client, run.clock, run.prompter, prompts, info, writer, stats, stopper)
@@ -215,6 +223,7 @@ async def _measure(run: _Run) -> RunResult:
         await run.sender.send(shipment)
     await run.client.close()  # the pool's idle sockets go before the journal is sealed (an overload leaves thousands)
     table = writer.close()
+    run.extras.declare_sent(info, table.column("request_id").to_pylist())
     steady = after_ramp(table, plan.config.load.ramp_up)
     if plan.config.load.ramp_up:
         info.load.ramped = table.num_rows - steady.num_rows
@@ -223,7 +232,7 @@ async def _measure(run: _Run) -> RunResult:
             "are in the records but not in the summary"
         )
     cols = RecordColumns.from_table(steady, run.counting.method)
-    scraped, energy = await stop_monitors(monitors, plan.target.emulated, plan.out, scraper, sampler, cols, info)
+    scraped, energy = await stop_monitors(monitors, plan.target.emulated, plan.out, scraper, sampler, cols, info, dcgm)
     info.itl_option = choose_itl_option(cols)
     info.stream = stream_block(table)
     _stop_notes(run, writer, stats, len(table))
@@ -246,15 +255,23 @@ async def _prompts(run: _Run) -> Iterable[PreparedRequest]:
         extra_body=plan.config.target.extra_body,
     )  # fmt: skip
     info.tokenizer = tokenizer_block(run.counting, prompter, run.client.counting, special)
+    run.extras.declare(info)
     info.started_at_clock = run.clock.now()
     requests = plan.work.requests
-    prompts: Iterable[PreparedRequest] = prepared(requests, plan.seed, prompter=prompter)
+    batch = run.extras.batch
+    prompts: Iterable[PreparedRequest] = prepared(requests, plan.seed, prompter=prompter, batch=batch)
     if not run.stopper.stop.is_set():
         if run.sender.prebuilds:
             prompts = list(prompts)
-        head = prompts[:16] if isinstance(prompts, list) else prepared(requests.head(16), plan.seed, prompter=prompter)
+        head = (
+            prompts[:16]
+            if isinstance(prompts, list)
+            else prepared(requests.head(16), plan.seed, prompter=prompter, batch=batch)
+        )
         sample = list(head)
-        info.prompt_verification = await verify_prompts(run.client, prompter, sample, run.counting.method)
+        info.prompt_verification = await verify_prompts(run.client, prompter, sample, run.counting.method, batch)
+    prompts = run.extras.with_media(prompts, requests, plan.seed)  # made as the driver takes each request
+    await run.extras.made_ahead(run.stopper.stop)  # as far ahead as memory allows before the clock starts
     return prompts
 
 

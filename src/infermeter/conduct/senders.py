@@ -9,8 +9,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from infermeter.client.apis import templated
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.load.client_health import HealthProbe, watched
 from infermeter.load.driver import LiveStats, OnSend, drive
 from infermeter.load.plan import RunPlan
@@ -100,7 +101,7 @@ async def _sessions(s: Shipment, probe: HealthProbe) -> None:
     plan, workload = s.plan, s.plan.config.workload
     rules = SessionRules(
         prompter=s.prompter,
-        chat=plan.target.client.api == "chat",
+        chat=templated(plan.target.client.api),
         think=ThinkTime.parse(workload.think_time),
         history=workload.history,
         turns=plan.work.asked if plan.work.min_duration is None else None,

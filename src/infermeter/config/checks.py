@@ -297,6 +297,36 @@ def model_mix_text(text: str) -> Any:
     return parse_model_mix(text)
 
 
+MAX_IMAGE_SIDE = 8192  # larger than any vision encoder takes; one such image is 200 MB of pixels
+
+
+def image_size(value: Any) -> str:
+    """WxH in pixels, each side 1 to MAX_IMAGE_SIDE: '512x512'."""
+    text = str(value).strip().lower()
+    w, sep, h = text.partition("x")
+    if not sep or not w.isdigit() or not h.isdigit():
+        raise ValueError(f"{text!r} is not WxH: give the size in pixels, e.g. 512x512")
+    if not (1 <= int(w) <= MAX_IMAGE_SIDE and 1 <= int(h) <= MAX_IMAGE_SIDE):
+        raise ValueError(f"{text!r}: each side must be 1 to {MAX_IMAGE_SIDE} pixels")
+    return f"{int(w)}x{int(h)}"
+
+
+def image_dir(value: Any) -> Path:
+    """A folder holding at least one image file --image-dir can send."""
+    from infermeter.client.media import IMAGE_SUFFIXES
+
+    path = Path(str(value)).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a directory: give a folder of .png, .jpg or .jpeg files")
+    try:
+        found = any(p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() for p in path.iterdir())
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    if not found:
+        raise ValueError(f"{path} holds no .png, .jpg or .jpeg file: give a folder of images")
+    return path
+
+
 def existing_file(value: Any) -> Path:
     """A file that exists and can be read."""
     path = Path(str(value))

@@ -87,6 +87,7 @@ class RunConfig(BaseModel):
                 f"--multi-turn carries each reply into the next turn's messages: --backend {self.target.backend} "
                 "sends no messages; use the openai backend"
             )
+        self._endpoint_fits()
         if self.load.max_concurrency is not None and self.scale.distributed:
             raise ValueError(
                 "--max-concurrency caps one process's requests in flight: with --workers or --cluster each worker "
@@ -98,6 +99,20 @@ class RunConfig(BaseModel):
                 "one of them"
             )
         return self
+
+    def _endpoint_fits(self) -> None:
+        """Images, audio and sessions need an API that carries them (client.apis)."""
+        from infermeter.client.apis import APIS, api_format
+
+        api, workload = self.target.api, self.workload
+        fmt = api_format(api)
+        wanted = {"image": workload.images > 0 or workload.image_dir is not None, "audio": workload.audio > 0}
+        for kind, option in (("image", "--images"), ("audio", "--audio")):
+            if wanted[kind] and kind not in fmt.media:
+                takers = ", ".join(n for n in APIS if kind in api_format(n).media)
+                raise ValueError(f"{option}: --api {api} sends no {kind}s in a request; use --api {takers}")
+        if workload.multi_turn and not fmt.generates:
+            raise ValueError(f"--multi-turn carries each reply into the next turn: --api {api} gives no reply text")
 
     def _replay(self) -> bool:
         """A trace, or a dataset that may carry timestamps, sent with no rate or concurrency: its own times."""

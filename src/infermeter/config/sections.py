@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from infermeter.client.apis import APIS
 from infermeter.client.backend import BACKENDS
+from infermeter.client.request import RERANK_SHAPES, RerankShape
 from infermeter.config import checks
 from infermeter.config.section import Flag, Section
 from infermeter.workload.dataset import FORMATS, DatasetFormat
@@ -24,9 +26,14 @@ class Target(Section):
         None
     )
     backend: Annotated[str, Flag(f"transport: {', '.join(BACKENDS)}", checks.choice(*BACKENDS))] = "openai"
-    api: Annotated[
-        Literal["completions", "chat"], Flag("completions or chat", checks.choice("completions", "chat"))
-    ] = "completions"
+    api: Annotated[str, Flag(f"the API requests speak: {', '.join(APIS)}", checks.choice(*APIS))] = "completions"
+    batch_inputs: Annotated[
+        int,
+        Flag("--api embeddings: texts per request; --api rerank: documents per query", checks.integer(1, 4096)),
+    ] = 1
+    rerank_shape: Annotated[
+        RerankShape, Flag("--api rerank: whose request shape to send", checks.choice(*RERANK_SHAPES))
+    ] = "vllm"
     model: Annotated[str | None, Flag("model name; default: the first the server lists")] = None
     api_key_env: Annotated[
         str, Flag("environment variable holding the API key (never written anywhere)", checks.env_name)
@@ -52,6 +59,35 @@ class Target(Section):
         str | None, Flag("send X-Request-Id: PREFIX-<request id> with every request", checks.request_id_prefix)
     ] = None
     first_token_timeout: Annotated[float, Flag("seconds allowed until the first token", checks.SECONDS)] = 120.0
+    ca_bundle: Annotated[
+        Path | None, Flag("https: trust the CA certificates of this PEM file", checks.existing_file)
+    ] = None
+    insecure: Annotated[bool, Flag("https: do not verify the server's certificate (declared in run.json)")] = False
+    client_cert: Annotated[
+        Path | None, Flag("https: a client certificate (PEM, its key too unless --client-key)", checks.existing_file)
+    ] = None
+    client_key: Annotated[Path | None, Flag("https: the client certificate's key (PEM)", checks.existing_file)] = None
+
+    @model_validator(mode="after")
+    def _endpoint_options(self) -> Target:
+        if self.batch_inputs != 1 and self.api not in ("embeddings", "rerank"):
+            raise ValueError(f"--batch-inputs sizes embeddings and rerank requests: --api {self.api} sends one prompt")
+        if self.rerank_shape != "vllm" and self.api != "rerank":
+            raise ValueError("--rerank-shape shapes --api rerank requests: drop it, or add --api rerank")
+        if self.client_key is not None and self.client_cert is None:
+            raise ValueError("--client-key is the key of a --client-cert: add --client-cert FILE")
+        tls = {
+            "--ca-bundle": self.ca_bundle is not None,
+            "--insecure": self.insecure,
+            "--client-cert": self.client_cert is not None,
+        }
+        if (named := [k for k, v in tls.items() if v]) and not (self.url or "").startswith("https://"):
+            raise ValueError(
+                f"{', '.join(named)} secure(s) an https:// --url: drop it, or give the server's https:// URL"
+            )
+        if self.api != "completions" and self.backend != "openai":
+            raise ValueError(f"--api {self.api} is spoken over HTTP: drop --backend {self.backend}")
+        return self
 
     @model_validator(mode="after")
     def _transport(self) -> Target:
@@ -75,12 +111,8 @@ class Workload(Section):
 
     title = "workload"
     workload: Annotated[str | None, Flag("standard workload name or YAML/JSON workload file", checks.WORKLOAD)] = None
-    input_tokens: Annotated[
-        int | None, Flag("fixed prompt length (with --output-tokens)", checks.LENGTH)
-    ] = None
-    output_tokens: Annotated[
-        int | None, Flag("fixed output length (with --input-tokens)", checks.LENGTH)
-    ] = None
+    input_tokens: Annotated[int | None, Flag("fixed prompt length (with --output-tokens)", checks.LENGTH)] = None
+    output_tokens: Annotated[int | None, Flag("fixed output length (with --input-tokens)", checks.LENGTH)] = None
     trace: Annotated[Path | None, Flag("a BurstGPT CSV: lengths and arrival times", checks.existing_file)] = None
     dataset: Annotated[
         Path | None,
@@ -107,9 +139,7 @@ class Workload(Section):
         int | None,
         Flag("use N dataset rows drawn at random (with --seed) from those the filters keep", checks.REQUESTS),
     ] = None
-    block_tokens: Annotated[
-        int, Flag("the tokens one hash_id of a Mooncake trace stands for", checks.LENGTH)
-    ] = 512
+    block_tokens: Annotated[int, Flag("the tokens one hash_id of a Mooncake trace stands for", checks.LENGTH)] = 512
     multi_turn: Annotated[
         bool,
         Flag(
@@ -145,6 +175,28 @@ class Workload(Section):
         ),
     ] = None
     seed: Annotated[int, Flag("random seed (recorded)", checks.SEED)] = 42
+    images: Annotated[
+        int,
+        Flag(
+            "images sent with each chat or Responses prompt (synthetic, seeded, unless --image-dir)",
+            checks.integer(0, 64),
+        ),
+    ] = 0
+    image_size: Annotated[
+        str, Flag("synthetic images' size WxH in pixels, e.g. 512x512 (each side 1 to 16384)", checks.image_size)
+    ] = "512x512"
+    image_format: Annotated[
+        Literal["png", "jpeg"], Flag("synthetic images' file format: png or jpeg", checks.choice("png", "jpeg"))
+    ] = "png"
+    image_dir: Annotated[
+        Path | None, Flag("send images from this folder (PNG/JPEG files, in name order) instead", checks.image_dir)
+    ] = None
+    audio: Annotated[
+        float,
+        Flag(
+            "seconds of synthetic WAV audio sent with each chat or Responses prompt (0: none)", checks.number(0, 3600)
+        ),
+    ] = 0.0
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -167,6 +219,8 @@ class Workload(Section):
         }
         if self.dataset is None and (named := [k for k, v in dataset_only.items() if v]):
             raise ValueError(f"{', '.join(named)} choose(s) rows of a --dataset: add --dataset FILE, or drop them")
+        if self.images == 0 and self.image_dir is None and (self.image_size != "512x512" or self.image_format != "png"):
+            raise ValueError("--image-size and --image-format shape --images: add --images N, or drop them")
         if not self.multi_turn and (self.history != "replies" or self.think_time != "0"):
             raise ValueError("--history and --think-time shape --multi-turn sessions: add --multi-turn, or drop them")
         return self
@@ -283,6 +337,10 @@ class Monitors(Section):
     ] = None
     gpus: Annotated[
         int | None, Flag("GPUs serving (cost denominator; default: NVML count)", checks.integer(1, 100_000))
+    ] = None
+    dcgm_url: Annotated[
+        str | None,
+        Flag("a DCGM exporter's /metrics (the server's GPUs: power, energy, utilization, memory, clocks)", checks.url),
     ] = None
 
 

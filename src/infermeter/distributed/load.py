@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from infermeter.client.openai_sse import ClientConfig
+from infermeter.client.request import ClientConfig
 from infermeter.distributed import clocks
 from infermeter.distributed.shares import deal, id_ranges
 from infermeter.distributed.worker import Report, ShareSpec, drain, forget, run_share

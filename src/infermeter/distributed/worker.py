@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from infermeter.client.backend import open_backend
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.prompts import prepared
 from infermeter.records import LEDGER_DTYPE, RequestRecord, RunClock, RunWriter, records_to_table

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infermeter.config_files import read_mapping, validate
+from infermeter.emulator.dialects import MetricsDialect
 from infermeter.emulator.faults import Fault, check_shares
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.multi_bin import MultiBinConfig, refuse_workload_bins
@@ -34,6 +35,15 @@ class EmulatorConfig(BaseModel):
         "`transformers serve` does",
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    embedding_dim: int = Field(default=384, ge=1, le=65536, description="length of /v1/embeddings vectors")
+    image_tile_px: int = Field(default=512, ge=1, le=65536, description="images are charged per tile of this side")
+    image_tokens_per_tile: int = Field(default=256, ge=0, le=10**6, description="prefill tokens an image tile costs")
+    audio_tokens_per_second: float = Field(
+        default=25.0, ge=0, le=10**6, description="prefill tokens a second of input audio costs"
+    )
+    metrics_dialect: MetricsDialect = Field(
+        default="vllm", description="/metrics speaks this engine's metric names: vllm, sglang, tgi or triton"
+    )
     tokenizer: str = Field(
         default=REFERENCE,
         description="counts prompt tokens (ChatML for chat with a tiktoken encoding): cl100k_base, o200k_base, a "

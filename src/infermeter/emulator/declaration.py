@@ -1,6 +1,6 @@
 """How the embedded emulator declares itself as a system under test (run.json's `sut` block, draft 4.1 and
-5.1.2.3, Appendix C.1): its engine model as the hardware, infermeter's version and its scheduler as the software, its
-prefix caching and guardrails."""
+5.1.2.3, Appendix C.1): its engine model (and what images and audio cost it) as the hardware, infermeter's version
+and its scheduler as the software, its prefix caching and guardrails."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from infermeter import __version__
 from infermeter.emulator.config import EmulatorConfig
+from infermeter.emulator.media_cost import MediaCost
 from infermeter.run_info import SoftwareVersion
 
 
@@ -17,7 +18,8 @@ def sut_declaration(emu: EmulatorConfig) -> dict[str, Any]:
     sut: dict[str, Any] = {
         "emulated": True,
         "model": emu.model,
-        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens)",
+        "hardware": f"emulated engine ({engine.latency_model().name} latency model, KV {engine.capacity()} tokens, "
+        f"{MediaCost.of(emu).describe()})",
         "software": f"infermeter emulator {__version__}, scheduler {engine.scheduler.name}, speed x{emu.speed:g}",
         "software_versions": [
             SoftwareVersion(

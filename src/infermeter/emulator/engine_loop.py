@@ -146,6 +146,7 @@ class RealClockEngine:
         self._emitted = 0  # how many of them are out
         self.finished = 0
         self.lateness = Lateness()
+        self.on_step: Callable[[Step], None] | None = None  # told of each step as it ends (metrics dialects)
 
     def start(self) -> None:
         self._waiter = Waiter()
@@ -188,6 +189,12 @@ class RealClockEngine:
     @property
     def running(self) -> int:
         return len(self.core.running)
+
+    @property
+    def paused(self) -> int:
+        """Requests preempted and waiting to be admitted again (TensorRT-LLM's paused requests)."""
+        running = {r.idx for r in self.core.running}
+        return sum(1 for h in self._handles.values() if h.req.preemptions and h.req.idx not in running)
 
     async def _run(self) -> None:
         """Wake on new work when idle; the steps themselves run from the timer's callbacks (`_advance`)."""
@@ -248,6 +255,8 @@ class RealClockEngine:
 
     def _finish(self, step: Step) -> None:
         """The step's end: its finished requests' streams are told so."""
+        if self.on_step is not None:
+            self.on_step(step)
         for r in self.core.finish(step):
             handle = self._handles.pop(r.idx, None)
             self.finished += 1

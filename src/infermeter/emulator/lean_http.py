@@ -5,11 +5,11 @@ aiohttp's machinery per request (request and response objects, the handler's cor
 ~60 us of the emulator's core per stream: 12% of the core at 2,000 streams a second, on top of the writes.  A
 connection starts here; a request this front end serves exactly as the aiohttp application would (POST
 /v1/completions or /v1/chat/completions over HTTP/1.1, a well-formed head within aiohttp's limits, a JSON body of
-Content-Length bytes, "stream": true, valid) is answered here, with no task per request; at the first request that is
-anything else (another path or method, an error to answer, a chunked or encoded body, Expect, Connection: close,
-HTTP/1.0) the connection is handed to aiohttp's own protocol with the bytes read so far, and aiohttp serves it from
-then on.  Only an emulator with nothing that changes a request's path (faults, guardrails, an API key) uses it
-(`Emulator.lean`).
+Content-Length bytes, "stream": true, valid, no images or audio) is answered here, with no task per request; at the
+first request that is anything else (another path or method, an error to answer, a chunked or encoded body, Expect,
+Connection: close, HTTP/1.0) the connection is handed to aiohttp's own protocol with the bytes read so far, and
+aiohttp serves it from then on.  Only an emulator with nothing that changes a request's path (faults, guardrails, an
+API key) uses it (`Emulator.lean`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from aiohttp import web
 from infermeter import __version__
 from infermeter.emulator.direct_events import DirectEvents
 from infermeter.emulator.engine_loop import Handle
+from infermeter.emulator.media_cost import has_media
 from infermeter.emulator.openai_format import error_body, parse_body
 from infermeter.emulator.server import Emulator
 
@@ -136,8 +137,8 @@ class LeanFront(asyncio.Protocol):
         em = self.emulator
         try:
             body = parse_body(raw)
-            if body.get("stream") is not True:
-                return None
+            if body.get("stream") is not True or (chat and has_media(body.get("messages"))):
+                return None  # a whole reply, or images and audio to read: the application's
             tokens = em.request_tokens(body, chat)
             max_tokens, priority = em.generation(body, len(tokens))
         except Exception:  # an HTTP 400 to answer, or a failure the application answers with a 500

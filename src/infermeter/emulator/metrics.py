@@ -7,33 +7,12 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Metric, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from infermeter.emulator.batch_histogram import BatchHistogram
 from infermeter.emulator.engine_loop import LATE_S, Handle, RealClockEngine
-
-LATENCY_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
+from infermeter.emulator.metrics_series import DialectSeries
 
 
 class EngineGauges:
@@ -77,52 +56,17 @@ class EngineGauges:
             yield c
 
 
-class BatchHistogram:
-    """A Prometheus histogram exported under the same name and buckets as prometheus_client's, for values observed
-    per stream or per token: they are kept as they come and counted in one numpy pass per FOLD_AT of them or when
-    scraped (no lock, no Python call per token; prometheus_client's observe took a lock and a bucket search each)."""
-
-    FOLD_AT = 8192
-
-    def __init__(self, name: str, doc: str, model: str) -> None:
-        self.name, self.doc, self.model = name, doc, model
-        self.bounds = np.asarray(LATENCY_BUCKETS)
-        self.counts = np.zeros(len(LATENCY_BUCKETS) + 1, dtype=np.int64)
-        self.sum = 0.0
-        self._pending: list[float] = []
-
-    def observe(self, value: float) -> None:
-        self._pending.append(value)
-        if len(self._pending) >= self.FOLD_AT:
-            self._fold()
-
-    def observe_gaps(self, times: list[float]) -> None:
-        """Observe the gaps between consecutive `times`."""
-        self._pending += [b - a for a, b in itertools.pairwise(times)]
-        if len(self._pending) >= self.FOLD_AT:
-            self._fold()
-
-    def _fold(self) -> None:
-        values = np.asarray(self._pending)
-        self._pending = []
-        self.counts += np.bincount(np.searchsorted(self.bounds, values), minlength=len(self.counts))
-        self.sum += float(values.sum())
-
-    def collect(self) -> Iterator[Metric]:
-        self._fold()
-        h = HistogramMetricFamily(self.name, self.doc, labels=["model_name"])
-        cumulative = np.cumsum(self.counts).tolist()
-        buckets = [(f"{b}", c) for b, c in zip(LATENCY_BUCKETS, cumulative, strict=False)]
-        h.add_metric([self.model], [*buckets, ("+Inf", cumulative[-1])], sum_value=self.sum)
-        yield h
-
-
 class ServerMetrics:
     """Every metric the emulator exports, in one registry: a finished stream's latencies, the tokens prefilled and
-    generated, the prefix cache's queries and hits, and the engine's preemptions (counted up at each scrape)."""
+    generated, the prefix cache's queries and hits, and the engine's preemptions (counted up at each scrape).
+    Exposed under vLLM's names, or under SGLang's, TGI's or Triton's (`dialect`, emulator/metrics_dialects.py), which
+    read the same series and a few more (`more`, kept only for those)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, dialect: str = "vllm") -> None:
         self.model = model
+        self.dialect = dialect
+        self.more = DialectSeries(model) if dialect != "vllm" else None
+        self.failures = 0  # requests answered with an injected error before any response
         self.registry = CollectorRegistry()
         reg, m = self.registry, model
 
@@ -154,6 +98,24 @@ class ServerMetrics:
     def watch(self, engine: RealClockEngine) -> None:
         """Export the engine's live state (running, waiting, KV usage, token lateness) from now on."""
         self.registry.register(EngineGauges(engine, self.model))
+        if self.more is not None:
+            engine.on_step = self.more.step
+
+    def failed(self) -> None:
+        self.failures += 1
+
+    def pooled(self, received: float, done: float, handles: list[Handle]) -> None:
+        """A finished embeddings or rerank request (its inputs' prefills): its latency, queue and prefill phases;
+        no tokens generated."""
+        arrival = min(h.req.arrival for h in handles)
+        started = [h.req.first_scheduled for h in handles if h.req.first_scheduled >= 0]
+        first = min(started) if started else arrival
+        self.e2e.observe(done - received)
+        self.queue_time.observe(max(first - arrival, 0.0))
+        self.prefill_time.observe(max(done - first, 0.0))
+        self.requests_ok.inc()
+        if self.more is not None:
+            self.more.pooled_request(first, done, [h.req.prompt for h in handles])
 
     def cache_lookup(self, queried: int, hit: int) -> None:
         self.prefix_queries.inc(queried)
@@ -178,9 +140,16 @@ class ServerMetrics:
         self.requests_ok.inc()
         if handle.req.preemptions:
             self.preempted_finished.inc()
+        if self.more is not None:
+            self.more.generated_request(times, handle)
 
-    def exposition(self, engine: RealClockEngine) -> bytes:
-        """The Prometheus text of every metric, the engine's preemptions counted up to now first."""
+    def vllm_exposition(self, engine: RealClockEngine) -> bytes:
+        """The Prometheus text of every metric under vLLM's names, the engine's preemptions counted up to now first."""
+        self.count_preemptions(engine)
+        return generate_latest(self.registry)
+
+    def count_preemptions(self, engine: RealClockEngine) -> None:
+        """Bring the preemption counters up to the engine's own counts."""
         state = engine.core.state
         now = (state.preemptions, state.preempted_requests, state.preempted_tokens)
         counters = (self.preemptions, self.preempted_requests, self.preempted_tokens)
@@ -188,4 +157,3 @@ class ServerMetrics:
             if value > seen:
                 c.inc(value - seen)
         self._engine_counts_seen = now
-        return generate_latest(self.registry)

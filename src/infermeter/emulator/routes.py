@@ -1,5 +1,6 @@
-"""The emulator's aiohttp routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /tokenize and the
-Prometheus /metrics (emulator/metrics.py).
+"""The emulator's aiohttp routes: /v1/completions, /v1/chat/completions (images and audio charged as prefill,
+emulator/media_cost.py), /v1/models, /health, /tokenize and the Prometheus /metrics (emulator/metrics.py); the
+Responses API, embeddings, rerank and the engines' native APIs are added from emulator/api_routes.py.
 
 Every emitted token is one SSE event.  The final event carries usage (with vLLM's prompt_tokens_details when the
 prefix cache served part of the prompt) and, under "infermeter", the server's own emission time of each token as
@@ -20,9 +21,20 @@ import orjson
 from aiohttp import web
 
 from infermeter import __version__
+from infermeter.emulator.api_routes import ApiRoutes, guarded
 from infermeter.emulator.engine_loop import Handle
-from infermeter.emulator.faults import HTTP_MESSAGE, HTTP_STATUS, Fault
+from infermeter.emulator.fault_replies import (
+    ERROR_MESSAGE,
+    FaultWriter,
+    StreamBreaks,
+    abort,
+    refused_by_fault,
+    strike_mid_stream,
+)
+from infermeter.emulator.faults import Fault
 from infermeter.emulator.guardrails import OutputFilter
+from infermeter.emulator.media_cost import media_tokens
+from infermeter.emulator.metrics_dialects import exposition
 from infermeter.emulator.openai_format import (
     CHAT_FIELDS,
     COMPLETION_FIELDS,
@@ -43,6 +55,14 @@ def application(emulator: Emulator) -> web.Application:
     return HttpRoutes(emulator).app()
 
 
+# how an OpenAI stream breaks under a fault: a cut-off JSON line, an error event, then [DONE]
+OPENAI_BREAKS = StreamBreaks(
+    b'data: {"choices": [{"text": " broken\n\n',
+    b"data: " + orjson.dumps({"error": {"message": ERROR_MESSAGE, "type": "server_error", "code": 500}}) + b"\n\n",
+    b"data: [DONE]\n\n",
+)
+
+
 class HttpRoutes:
     """Each route's handler, over the emulator it serves."""
 
@@ -51,9 +71,9 @@ class HttpRoutes:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """With api_key set, /v1/ needs it; a wrong key is echoed back in the 401 body, as some servers do."""
+        """With api_key set, the API routes need it; a wrong key is echoed back in the 401 body, as some servers do."""
         key = self.emulator.config.api_key
-        if key is not None and request.path.startswith("/v1/"):
+        if key is not None and guarded(request.path):
             given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
             if given != key:
                 message = f"Incorrect API key provided: {given or '(none)'}. Check the key and try again."
@@ -72,6 +92,7 @@ class HttpRoutes:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/tokenize", self.tokenize)
+        ApiRoutes(self.emulator).add_to(app)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         return app
@@ -98,6 +119,9 @@ class HttpRoutes:
                     "max_model_len": self.emulator.config.max_model_len,
                     "infermeter_version": __version__,
                     **self.emulator.tokenizer.declaration(),
+                    **self.emulator.media.declaration(),
+                    "embedding_dim": self.emulator.config.embedding_dim,
+                    "metrics_dialect": self.emulator.config.metrics_dialect,
                 }
             ],
         }
@@ -105,7 +129,7 @@ class HttpRoutes:
 
     async def metrics(self, request: web.Request) -> web.Response:
         assert self.emulator.engine is not None
-        text = self.emulator.metrics.exposition(self.emulator.engine)
+        text = exposition(self.emulator.metrics, self.emulator.engine)
         return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
     async def tokenize(self, request: web.Request) -> web.Response:
@@ -124,35 +148,37 @@ class HttpRoutes:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
-        return await self._generate(request, body, self.emulator.request_tokens(body, chat=True), chat=True)
+        tokens = self.emulator.request_tokens(body, chat=True)
+        media = media_tokens(body["messages"], self.emulator.media)
+        return await self._generate(request, body, tokens, chat=True, media=media)
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
         return parse_body(await request.read())
 
     async def _generate(
-        self, request: web.Request, body: dict[str, Any], tokens: list[int], chat: bool
+        self, request: web.Request, body: dict[str, Any], tokens: list[int], chat: bool, media: int = 0
     ) -> web.StreamResponse:
+        """A completion or chat reply; `media`: the prefill tokens of the request's images and audio."""
         assert self.emulator.engine is not None
         received = time.perf_counter()
         if self.emulator.config.strict_fields:
             unknown = sorted(set(body) - (CHAT_FIELDS if chat else COMPLETION_FIELDS))
             if unknown:
                 return unprocessable(unknown)
-        max_tokens, priority = self.emulator.generation(body, len(tokens))
+        prompt = len(tokens) + media
+        max_tokens, priority = self.emulator.generation(body, prompt)
         fault = self.emulator.faults.draw()
-        if fault is not None and fault.kind in HTTP_STATUS:
-            return _http_fault(fault)
-        if fault is not None and fault.kind == "reset_before_headers":
-            if request.transport is not None:
-                request.transport.abort()
-            return web.Response(status=500)  # never reaches the client: the connection is gone
-        handle = await self.emulator.admit(tokens, max_tokens, priority)
+        refused = refused_by_fault(fault, request)
+        if refused is not None:
+            self.emulator.metrics.failed()
+            return refused
+        handle = await self.emulator.admit(tokens, max_tokens, priority, media)
         if isinstance(handle, str):
             raise bad_request(handle)
         rid = self.emulator.new_id(chat)
         if not body.get("stream", False):
-            return await self._whole(handle, rid, chat, len(tokens), received)
-        return await self._stream(request, body, handle, rid, chat, len(tokens), received, fault)
+            return await self._whole(handle, rid, chat, prompt, received)
+        return await self._stream(request, body, handle, rid, chat, prompt, received, fault)
 
     async def _whole(self, handle: Handle, rid: str, chat: bool, prompt: int, received: float) -> web.Response:
         """A non-streaming reply (faults other than HTTP errors and resets apply to streams only)."""
@@ -200,7 +226,7 @@ class HttpRoutes:
         model = self.emulator.config.model
         obj = object_name(chat, streamed=True)
         strike = fault.token_index(handle.req.output) if fault is not None else -1
-        out = _Writer(resp, kind)
+        out = FaultWriter(resp, kind)
         times: list[float] = []
         try:
             if kind == "keep_alive":
@@ -218,7 +244,12 @@ class HttpRoutes:
                 choice: dict[str, Any] = {"index": 0, "finish_reason": None}
                 choice.update({"delta": {"content": piece}} if chat else {"text": piece})
                 await out.event({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]})
-                if k == strike and fault is not None and await self._mid_stream(fault, request, handle, out):
+                engine = self.emulator.engine
+                if (
+                    k == strike
+                    and fault is not None
+                    and await strike_mid_stream(engine, fault, request, handle, out, OPENAI_BREAKS)
+                ):
                     return resp
             self.emulator.account(times, received, handle)
             final = final_event(rid, obj, created, model, chat, times, received, headers_sent, handle)
@@ -226,7 +257,7 @@ class HttpRoutes:
                 final["usage"] = usage(prompt, len(times), handle.req.cached)
             await out.event(final)
             if kind == "reset_before_done":
-                _abort(request)
+                abort(request)
                 return resp
             if kind != "no_done":
                 await out.raw(b"data: [DONE]\n\n")
@@ -269,68 +300,3 @@ class HttpRoutes:
         with contextlib.suppress(ConnectionError):  # the client left while a full socket buffer drained
             await resp.write_eof(events.last(body, prompt, received, sent, handle))
         return resp
-
-    async def _mid_stream(self, fault: Fault, request: web.Request, handle: Handle, out: _Writer) -> bool:
-        """Strike a mid-stream fault after the current token; True when the stream ends here."""
-        assert self.emulator.engine is not None
-        if fault.kind == "stall_mid_stream":
-            await asyncio.sleep(fault.stall_s)
-            return False
-        if fault.kind == "reset_mid_stream":
-            self.emulator.engine.abandon(handle)
-            _abort(request)
-            return True
-        if fault.kind == "invalid_json":
-            await out.raw(b'data: {"choices": [{"text": " broken\n\n')
-            return False
-        if fault.kind == "line_without_data":
-            await out.raw(b"this line has no data field\n\n")
-            return False
-        if fault.kind == "end_before_finish":
-            self.emulator.engine.abandon(handle)
-            return True
-        if fault.kind == "error_event":
-            self.emulator.engine.abandon(handle)
-            error = {"message": "engine failure while decoding (injected fault)", "type": "server_error", "code": 500}
-            await out.event({"error": error})
-            await out.raw(b"data: [DONE]\n\n")
-            return True
-        return False
-
-
-class _Writer:
-    """Writes SSE events, in the stream shape a fault asks for (CRLF, split into small writes, keep-alives)."""
-
-    SPLIT = 7  # bytes per write for split_reads
-
-    def __init__(self, resp: web.StreamResponse, kind: str | None) -> None:
-        self.resp = resp
-        self.kind = kind
-
-    async def event(self, obj: dict[str, Any]) -> None:
-        await self.raw(b"data: " + orjson.dumps(obj) + b"\n\n")
-        if self.kind == "keep_alive":
-            await self.raw(b": keep-alive\n\n")
-
-    async def raw(self, data: bytes) -> None:
-        if self.kind == "crlf":
-            data = data.replace(b"\n", b"\r\n")
-        if self.kind != "split_reads":
-            await self.resp.write(data)
-            return
-        for i in range(0, len(data), self.SPLIT):
-            await self.resp.write(data[i : i + self.SPLIT])
-            await asyncio.sleep(0.0005)  # let each piece leave as its own segment
-
-
-def _abort(request: web.Request) -> None:
-    if request.transport is not None:
-        request.transport.abort()
-
-
-def _http_fault(fault: Fault) -> web.Response:
-    status = HTTP_STATUS[fault.kind]
-    headers = {"Retry-After": f"{fault.retry_after_s:g}"} if fault.retry_after_s is not None else None
-    kind = "rate_limit_error" if status == 429 else "server_error"
-    body = {"error": {"message": HTTP_MESSAGE[status], "type": kind, "code": status}}
-    return web.json_response(body, status=status, headers=headers)

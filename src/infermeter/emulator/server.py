@@ -20,6 +20,7 @@ from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.direct_events import DirectEvents
 from infermeter.emulator.engine_loop import Handle, RealClockEngine
 from infermeter.emulator.faults import FaultPlan
+from infermeter.emulator.media_cost import MediaCost
 from infermeter.emulator.metrics import ServerMetrics
 from infermeter.emulator.openai_format import bad_request, chat_tokens, object_name, prompt_tokens
 from infermeter.emulator.prefix_cache import PrefixCache
@@ -39,7 +40,8 @@ class Emulator:
             else None
         )
         self.faults = FaultPlan(config.faults, config.seed)
-        self.metrics = ServerMetrics(config.model)
+        self.metrics = ServerMetrics(config.model, config.metrics_dialect)
+        self.media = MediaCost.of(config)
         # request ids: 16 hex digits as before, a random half per process and a counter (no urandom per request)
         self._id_base = uuid.uuid4().hex[:8]
         self._ids = itertools.count()
@@ -81,7 +83,11 @@ class Emulator:
 
     def new_id(self, chat: bool) -> str:
         """OpenAI's id format: `cmpl-`/`chatcmpl-` and 16 hex digits."""
-        return f"{'chatcmpl' if chat else 'cmpl'}-{self._id_base}{next(self._ids) & 0xFFFFFFFF:08x}"
+        return self.request_id("chatcmpl-" if chat else "cmpl-")
+
+    def request_id(self, prefix: str) -> str:
+        """A reply's id: the API's prefix and 16 hex digits."""
+        return f"{prefix}{self._id_base}{next(self._ids) & 0xFFFFFFFF:08x}"
 
     @property
     def lean(self) -> bool:
@@ -100,13 +106,42 @@ class Emulator:
             return f"prompt ({prompt}) + max_tokens ({max_tokens}) exceeds max_model_len {limit}"
         return None
 
-    async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0) -> Handle | str:
+    async def admit(self, tokens: list[int], max_tokens: int, priority: int = 0, media: int = 0) -> Handle | str:
         """Prefix-cache lookup, the input guardrail, then the engine: a handle, or why the engine refuses it.
-        Shared by the HTTP and gRPC front ends."""
+        Shared by the HTTP and gRPC front ends.  `media`: the prefill tokens of the request's images and audio,
+        prefilled after its text."""
         cached = self.cache_lookup(tokens)
         if self.config.input_filter_ms:
             await asyncio.sleep(self.config.input_filter_ms / 1000)
-        return self.submit(tokens, max_tokens, cached, priority)
+        return self.submit(tokens, max_tokens, cached, priority, media)
+
+    async def prefill_only(self, prompts: list[int]) -> list[Handle] | str:
+        """Embeddings and rerank: each input's prefill as its own engine request of one emission (batched and
+        queued with everything else), past the input guardrail; the handles once every prefill is done, or why
+        the engine refuses one.  The prefix cache is not consulted, as vLLM leaves it off for pooling models."""
+        assert self.engine is not None
+        for n in prompts:
+            if (too_long := self.too_long(n, 1)) is not None:
+                return too_long
+        if self.config.input_filter_ms:
+            await asyncio.sleep(self.config.input_filter_ms / 1000)
+        handles: list[Handle] = []
+        for n in prompts:
+            handle = self.engine.submit(n, 1)
+            if isinstance(handle, str):
+                for h in handles:
+                    self.engine.abandon(h)
+                return handle
+            self.metrics.prefilled(n)
+            handles.append(handle)
+        try:
+            for handle in handles:
+                await handle.queue.get()  # its one emission: the end of its prefill
+        except asyncio.CancelledError:  # the client went away
+            for h in handles:
+                self.engine.abandon(h)
+            raise
+        return handles
 
     def cache_lookup(self, tokens: list[int]) -> int:
         """How many of the prompt's leading tokens the prefix cache holds (0 without one); the prompt goes in."""
@@ -116,12 +151,14 @@ class Emulator:
         self.metrics.cache_lookup(len(tokens), cached)
         return cached
 
-    def submit(self, tokens: list[int], max_tokens: int, cached: int, priority: int) -> Handle | str:
-        """The request into the engine: its handle, or why the engine refuses it."""
+    def submit(self, tokens: list[int], max_tokens: int, cached: int, priority: int, media: int = 0) -> Handle | str:
+        """The request into the engine (its prompt: the text's tokens and `media` more): its handle, or why the
+        engine refuses it."""
         assert self.engine is not None
-        handle = self.engine.submit(len(tokens), max_tokens, cached, priority=priority)
+        prompt = len(tokens) + media
+        handle = self.engine.submit(prompt, max_tokens, cached, priority=priority)
         if not isinstance(handle, str):
-            self.metrics.prefilled(len(tokens) - cached)
+            self.metrics.prefilled(prompt - cached)
         return handle
 
     def direct_events(

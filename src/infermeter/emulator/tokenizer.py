@@ -46,6 +46,7 @@ class EmulatorTokenizer:
         if not self.pieces:
             raise UserError(f"tokenizer {spec} has none of the emulator's reply words as a single token")
         self.pieces_json = [orjson.dumps(p) for p in self.pieces]
+        self.piece_ids = [self.tok.encode(p)[0] for p in self.pieces]
 
     def completion(self, prompt: str) -> list[int]:
         return self.tok.encode(prompt)
@@ -63,6 +64,10 @@ class EmulatorTokenizer:
     def reply_json(self, k: int) -> bytes:
         """The k-th token of every reply as a JSON string (encoded once: a stream writes one per token)."""
         return self.pieces_json[k % len(self.pieces_json)]
+
+    def reply_id(self, k: int) -> int:
+        """The k-th token's id (TGI streams it)."""
+        return self.piece_ids[k % len(self.piece_ids)]
 
     def declaration(self) -> dict[str, Any]:
         """What /v1/models says about how this server counts tokens."""

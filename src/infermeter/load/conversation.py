@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from infermeter.client.openai_sse import Message, PreparedRequest
+from infermeter.client.request import Message, PreparedRequest
 from infermeter.workload.prompts import ExactPrompter
 
 JOINER = "\n\n"  # between the messages of a conversation flattened for the completions API

@@ -23,7 +23,7 @@ import numpy as np
 
 from infermeter.alarm import Alarm, sleep_until
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.request import PreparedRequest
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.pacer import Pacer
 from infermeter.load.slots import Slots

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 
 from infermeter.alarm import Alarm
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.request import PreparedRequest
 from infermeter.records import RunClock
 
 Launch = Callable[[PreparedRequest, float], None]

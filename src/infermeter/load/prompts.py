@@ -6,9 +6,10 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import Message, PreparedRequest
+from infermeter.client.request import Message, PreparedRequest
 from infermeter.load.conversation import with_system
 from infermeter.load.counting import TokenCounting
+from infermeter.load.request_inputs import Batch, batched, sent_texts
 from infermeter.load.special_tokens import special_tokens_line
 from infermeter.run_info import PromptMismatch, PromptVerification, SpecialTokens, Tokenizer
 from infermeter.workload import ids
@@ -25,6 +26,7 @@ def prepared(
     prompter: ExactPrompter,
     rows: Iterable[int] | None = None,
     prefix_seed: int | None = None,
+    batch: Batch | None = None,
 ) -> Iterator[PreparedRequest]:
     """Prompts built lazily, one per request, as the driver asks for them: each exactly its workload length under
     the prompter's tokenizer (after its chat template), which is also its reference count.  Ids come from the
@@ -35,7 +37,9 @@ def prepared(
     (workload/blocks.py, drawn from the shared-prefix seed too), then its own words, to its length (the content's
     length; with a chat template the count is the rendered prompt's).  A dataset's system message opens its
     conversation (load/conversation.py).  Each carries its model (--model-mix) and, in a multi-turn run, its session
-    and turn."""
+    and turn.  With a `batch` (--api embeddings, rerank) the prompt is the first of the request's texts, the others
+    built to its length (load/request_inputs.py); the texts go out raw, so a dataset's system message is not sent.
+    Images and audio are given later, as the driver takes each request (load/request_extras.py)."""
     shared_seed = seed if prefix_seed is None else prefix_seed
     prefixes: dict[int, str] = {}
     raw = ExactPrompter(prompter.tok, chat=False, seed=shared_seed)
@@ -46,8 +50,9 @@ def prepared(
         rid, n = ids.request_id(id_base, i), int(requests.input_tokens[i])
         text = None if texts is None else texts[i]
         system = None if systems is None else systems[i]
+        prefix = ""  # the shared prefix a built prompt opens with
         if text is not None:
-            n = prompter.count(text) if system is None else n  # with a system message: counted as sent, below
+            n = prompter.count(text) if system is None or batch else n  # with a system message: counted as sent, below
         elif hash_ids is not None and hash_ids[i]:
             if blocks is None:
                 blocks = BlockPrompter(prompter.tok, requests.block_tokens, shared_seed)
@@ -58,7 +63,8 @@ def prepared(
             pid, ptok = int(requests.prefix_id[i]), int(requests.prefix_tokens[i])
             if pid >= 0 and pid not in prefixes:
                 prefixes[pid] = raw.build_prefix(max(ptok, 1), pid, requests.content)
-            text = prompter.build(n, rid, prefixes.get(pid, ""), requests.content)
+            prefix = prefixes.get(pid, "")
+            text = prompter.build(n, rid, prefix, requests.content)
         req = PreparedRequest(
             rid,
             text,
@@ -70,7 +76,9 @@ def prepared(
             turn=None if turns is None else int(turns[i]),
             model=None if models is None else str(models[i]),
         )
-        if system is None:
+        if batch is not None:
+            yield batched(prompter, req, batch, prefix, requests.content)
+        elif system is None:
             yield req
         elif sessions is not None:  # the session driver opens the conversation with it (load/conversation.py)
             yield dataclasses.replace(req, messages=(Message("system", system), Message("user", req.prompt)))
@@ -96,13 +104,14 @@ def tokenizer_block(
 
 
 async def verify_prompts(
-    client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest], method: str
+    client: Backend, prompter: ExactPrompter, sample: list[PreparedRequest], method: str, batch: Batch | None = None
 ) -> PromptVerification:
-    """Count a sample of the run's prompts with the server's own tokenizer, when it offers a way to ask."""
+    """Count a sample of the run's prompts with the server's own tokenizer, when it offers a way to ask (an embeddings
+    or rerank request's texts each on its own, summed)."""
     checked, mismatches = 0, 0
     examples: list[PromptMismatch] = []
     for req in sample:
-        got = await client.server_token_count(prompter.render(req.prompt))
+        got = await _server_count(client, prompter, sent_texts(req, batch))
         if got is None:
             break
         checked += 1
@@ -118,3 +127,14 @@ async def verify_prompts(
     return PromptVerification(
         endpoint=client.token_count_source, checked=checked, mismatches=mismatches, examples=examples, meaning=meaning
     )
+
+
+async def _server_count(client: Backend, prompter: ExactPrompter, texts: tuple[str, ...]) -> int | None:
+    """The server's count of the texts, summed (None: it offers no way to ask)."""
+    total = 0
+    for text in texts:
+        one = await client.server_token_count(prompter.render(text))
+        if one is None:
+            return None
+        total += one
+    return total

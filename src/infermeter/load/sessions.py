@@ -23,7 +23,7 @@ import numpy as np
 
 from infermeter.alarm import SPIN_S, Alarm, sleep_until
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.request import PreparedRequest
 from infermeter.load.client_health import HealthProbe
 from infermeter.load.conversation import Transcript
 from infermeter.load.driver import SPENT_CHECK_S, LiveStats, LoadPattern, OnSend, finish_in_flight, quiet_gc

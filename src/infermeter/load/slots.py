@@ -12,7 +12,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.request import PreparedRequest
 from infermeter.records import RunClock
 
 Launch = Callable[[PreparedRequest, float], None]

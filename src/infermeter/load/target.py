@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import aiohttp
 import orjson
 
+from infermeter.client.api_native import TRITON_DEFAULT_MODEL
 from infermeter.client.headers import extra_headers
-from infermeter.client.openai_sse import ClientConfig
 from infermeter.client.proxy import proxy_for
+from infermeter.client.request import ClientConfig
+from infermeter.client.tls import TlsOptions
 from infermeter.client.urls import endpoint as endpoint_url
 from infermeter.errors import UserError
 from infermeter.secrets import redact_url
@@ -68,7 +70,11 @@ async def discover_model(config: ClientConfig, backend: str = "openai") -> str:
     url = endpoint_url(config.base_url, "/v1/models")
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), trust_env=proxy_for(url) is not None) as s,
+            aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=10),
+                trust_env=proxy_for(url) is not None,
+                connector=aiohttp.TCPConnector(ssl=config.tls.context() if url.startswith("https:") else True),
+            ) as s,
             s.get(url, headers=config.headers()) as r,
         ):
             if r.status != 200:
@@ -83,7 +89,10 @@ async def discover_model(config: ClientConfig, backend: str = "openai") -> str:
 async def resolve_model(config: ClientConfig, backend: str, sut: Mapping[str, Any]) -> str:
     """The model a run or a probe sends to: the one named, else the embedded emulator's, else the first the server
     lists (the only place that decides it)."""
-    return config.model or str(sut.get("model") or "") or await discover_model(config, backend)
+    named = config.model or str(sut.get("model") or "")
+    if not named and config.api == "triton":  # Triton serves no /v1/models: TensorRT-LLM's pipeline is this model
+        return TRITON_DEFAULT_MODEL
+    return named or await discover_model(config, backend)
 
 
 def client_config(section: Target, url: str) -> ClientConfig:
@@ -100,6 +109,8 @@ def client_config(section: Target, url: str) -> ClientConfig:
         extra_body=dict(section.extra_body),
         extra_headers=extra_headers(section.header, section.request_id_prefix),
         request_id_prefix=section.request_id_prefix,
+        rerank_shape=section.rerank_shape,
+        tls=TlsOptions(section.ca_bundle, section.insecure, section.client_cert, section.client_key),
     )
 
 

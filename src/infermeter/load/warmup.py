@@ -10,10 +10,12 @@ import time
 import numpy as np
 
 from infermeter.client.backend import Backend
-from infermeter.client.openai_sse import PreparedRequest
+from infermeter.client.request import PreparedRequest
 from infermeter.load.driver import LiveStats, LoadPattern, drive
 from infermeter.load.plan import WarmupPlan
 from infermeter.load.prompts import prepared
+from infermeter.load.request_extras import RequestExtras
+from infermeter.load.request_inputs import Batch, batched
 from infermeter.records import RequestRecord
 from infermeter.run_info import Warmup
 from infermeter.workload import ids
@@ -28,17 +30,17 @@ PROBE_STABLE = 0.10  # 4.5.2: less than 10% variation across consecutive probes
 MAX_WARMUP = 100_000  # requests: the auto warm-up doubles its draw up to this to reach 10,000 output tokens
 
 
-async def probe(client: Backend, n: int, prompter: ExactPrompter) -> float | None:
-    """One isolated request's end-to-end time (draft 4.5.2's stability probe)."""
+async def probe(client: Backend, n: int, prompter: ExactPrompter, batch: Batch | None = None) -> float | None:
+    """One isolated request's end-to-end time (draft 4.5.2's stability probe): an embeddings or rerank probe carries
+    one input (and a query), and ends with its reply's last byte."""
     rid = ids.request_id(ids.PROBE, n)
     length = prompter.overhead + PROBE_INPUT  # a chat template's own tokens on top
-    prompt = prompter.build(length, rid)
-    rec = await client.send(
-        PreparedRequest(rid, prompt, length, PROBE_OUTPUT, ref_input_tokens=length), client.clock.now()
-    )
-    if rec.status != "ok" or not rec.token_times:
+    req = PreparedRequest(rid, prompter.build(length, rid), length, PROBE_OUTPUT, ref_input_tokens=length)
+    rec = await client.send(req if batch is None else batched(prompter, req, Batch(batch.api)), client.clock.now())
+    end = rec.token_times[-1] if rec.token_times else rec.completed_at
+    if rec.status != "ok" or end is None:
         return None
-    return rec.token_times[-1] - rec.submitted_at
+    return end - rec.submitted_at
 
 
 def with_run_prefixes(warm: Requests, run: Requests) -> Requests:
@@ -91,13 +93,17 @@ async def warm_up(
     stop: asyncio.Event | None = None,
     hard_stop: asyncio.Event | None = None,
     run: Requests | None = None,
+    extras: RequestExtras | None = None,
 ) -> Warmup:
     """Draft 4.5: probe, >= 100 requests and >= 10,000 output tokens under the run's load, drain, probe until
     stable.  Nothing of it reaches the records.  A stop ends it early (its block says so).  `run`: the measured
-    requests, whose shared prefixes the warm-up sends."""
+    requests, whose shared prefixes the warm-up sends.  `extras`: what the run's requests carry besides their
+    prompt, carried by the warm-up's alike (its images and audio drawn from its own seed, a folder's cycle started
+    after the run's), so that a vision or audio encoder is warm too."""
     stop = stop or asyncio.Event()
+    extras = extras or RequestExtras()
     t0 = time.perf_counter()
-    before = await probe(client, 0, prompter)
+    before = await probe(client, 0, prompter, extras.batch)
     own = plan.own is not None
     reqs = floor_to_template(_requests(plan, run), prompter, prefix_seed=plan.seed + 1 if own else plan.seed).requests
     warm_pattern = LoadPattern(
@@ -106,24 +112,23 @@ async def warm_up(
         barrier=False,
     )
     records: list[RequestRecord] = []
-    warm_requests = list(
-        prepared(reqs, plan.seed + 1, id_base=ids.WARMUP, prompter=prompter, prefix_seed=None if own else plan.seed)
-    )
+    texts = prepared(
+        reqs, plan.seed + 1, id_base=ids.WARMUP, prompter=prompter, prefix_seed=None if own else plan.seed,
+        batch=extras.batch,
+    )  # fmt: skip
+    offset = len(run) if run is not None else 0  # a folder's images: the warm-up's follow the run's
+    warm_requests = extras.with_media(list(texts), reqs, plan.seed + 1, ids.WARMUP, offset)
     sent: list[int] = []  # how many were sent (drive tells of each send)
-    await drive(
-        client,
-        warm_requests,
-        warm_pattern,
-        records.append,
-        stats,
-        stop,
-        grace_s=5.0,
-        hard_stop=hard_stop,
-        on_send=lambda _req, _at: sent.append(1),
-    )
+    try:
+        await drive(
+            client, warm_requests, warm_pattern, records.append, stats, stop, grace_s=5.0, hard_stop=hard_stop,
+            on_send=lambda _req, _at: sent.append(1),
+        )  # fmt: skip
+    finally:
+        extras.close()
     # the queue drained when every request sent finished on its own: none without a record, none cut off at a stop
     in_flight = len(sent) - len(records) + sum(r.status == "cancelled" for r in records)
-    probes = await _probes_until_stable(client, prompter, stop)
+    probes = await _probes_until_stable(client, prompter, stop, extras.batch)
     return Warmup(
         done=not stop.is_set(),
         requests=len(records),
@@ -148,13 +153,15 @@ def _stable(probes: list[float]) -> bool:
     return len(last) == 3 and max(last) <= (1 + PROBE_STABLE) * min(last)
 
 
-async def _probes_until_stable(client: Backend, prompter: ExactPrompter, stop: asyncio.Event) -> list[float]:
+async def _probes_until_stable(
+    client: Backend, prompter: ExactPrompter, stop: asyncio.Event, batch: Batch | None = None
+) -> list[float]:
     """Up to ten probes after the warm-up's load, until three in a row agree (or a stop)."""
     probes: list[float] = []
     for k in range(1, 11):
         if stop.is_set():
             break
-        p = await probe(client, k, prompter)
+        p = await probe(client, k, prompter, batch)
         if p is not None:
             probes.append(p)
         if _stable(probes):

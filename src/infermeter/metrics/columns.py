@@ -221,6 +221,16 @@ class RecordColumns:
         object.__setattr__(self, name, value)
         return value
 
+    def one_body(self, name: Literal["completed_at", "inputs"]) -> np.ndarray:
+        """A field that only replies of one body carry (embeddings, rerank) as floats, NaN where a record has none;
+        columns built from arrays (a simulation's) have none at all: every reply of theirs is a token stream."""
+        if name not in self.__dict__:
+            source = self.__dict__.get("_source")
+            value = np.full(self.n, np.nan) if source is None else _FIELDS[name](source, self.counting)
+            object.__setattr__(self, name, value)
+        out: np.ndarray = self.__dict__[name]
+        return out
+
     def list_blocks(self, name: str, rows: int = BATCH_ROWS) -> Iterator[tuple[int, Ragged]]:
         """A list field (token_times, chunk_times, chunk_tokens, server_token_times) a block of requests at a time,
         as (its first request, the block): from the field when it is read already, else streamed from the records
@@ -488,4 +498,6 @@ _FIELDS: dict[str, Callable[[_Source, Counting], object]] = {
     "turn": _ref("turn"),
     "model": _strings("model"),
     "slot_wait_s": _reported("slot_wait_s"),
+    "completed_at": _reported("completed_at"),  # NaN for streamed replies: their last token ends them
+    "inputs": _reported("inputs"),  # NaN where the request carried no list of inputs (every generating API)
 }

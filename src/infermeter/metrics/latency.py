@@ -1,7 +1,9 @@
 """Per-request latency metrics (DESIGN.md "Metric definitions"): TTFT, ITL, TPOT, E2E, jitter, max pause.
 
 All functions take RecordColumns and return per-request arrays in seconds, NaN where a metric is undefined
-(failed request, too few tokens).  ITL samples come back as Ragged, one list per request.
+(failed request, too few tokens).  ITL samples come back as Ragged, one list per request.  A reply that is one body,
+not a token stream (embeddings, rerank), has no token times: its latency ends at `completed_at`, and every token
+metric (TTFT, ITL, TPOT, normalized latency, jitter, max pause) is NaN for it: absent, never zero.
 """
 
 from __future__ import annotations
@@ -42,14 +44,25 @@ def last_token_time(cols: RecordColumns) -> np.ndarray:
     return cols.token_ends()[1]
 
 
+def completion_time(cols: RecordColumns) -> np.ndarray:
+    """When each reply ended: its last token, or where it has no token times the arrival of its one body's last byte
+    (`completed_at`); NaN when neither is known."""
+    last = last_token_time(cols)
+    ended = np.isnan(last)
+    if not ended.any():  # every reply streamed tokens: completed_at is not even read
+        return last
+    return np.where(ended, cols.one_body("completed_at"), last)
+
+
 def ttft(cols: RecordColumns) -> np.ndarray:
     """First content token arrival - submission (draft 5.1.3); NaN for failed or tokenless requests."""
     return np.where(cols.ok, first_token_time(cols) - cols.submitted_at, np.nan)
 
 
 def e2e(cols: RecordColumns) -> np.ndarray:
-    """Last token arrival - submission; NaN for failed or tokenless requests."""
-    return np.where(cols.ok, last_token_time(cols) - cols.submitted_at, np.nan)
+    """The request's latency: its reply's end (last token, or the one body's last byte) - submission; NaN for failed
+    requests and for streamed ones that delivered no token."""
+    return np.where(cols.ok, completion_time(cols) - cols.submitted_at, np.nan)
 
 
 def tpot(cols: RecordColumns) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 from infermeter.metrics import fairness, latency
 from infermeter.metrics.breakdowns import breakdowns
 from infermeter.metrics.columns import RecordColumns, distinct
+from infermeter.metrics.endpoint import endpoint_block
 from infermeter.metrics.fluidity import Deadlines, fluidity_block
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
@@ -73,6 +74,8 @@ def summarize(
     reported = server_timing(cols)
     optional: dict[str, Any] = {"server_timing": reported} if reported is not None else {}  # absent, not null
     optional.update((k, v) for k, v in breakdowns(cols, ttft, itl)._asdict().items() if v is not None)
+    if (endpoint := endpoint_block(cols, e2e, window)) is not None:  # embeddings, rerank: one body per request
+        optional["endpoint"] = endpoint
 
     return Summary(
         requests=Requests(

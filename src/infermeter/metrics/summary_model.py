@@ -236,8 +236,10 @@ class CounterDelta(Block):
 
 class HistogramDelta(Block):
     """A server histogram over the measurement window (bucket counts' increase between the first and the last
-    scrape), in ms; quantiles interpolated inside buckets, so only as fine as the server's buckets."""
+    scrape), in ms; quantiles interpolated inside buckets, so only as fine as the server's buckets.  From a
+    cumulative time counter over a request counter (Triton) it has the mean alone: the quantiles are left out."""
 
+    OPTIONAL = frozenset({"p50_ms", "p95_ms", "p99_ms"})
     metric: str
     count: int
     mean_ms: float
@@ -252,6 +254,7 @@ class ServerMetrics(Block):
 
     scrapes: int
     failed_scrapes: int
+    dialect: Literal["vllm", "sglang", "tgi", "triton", "llamacpp", "unknown"] | None = None  # whose names were read
     waiting: Gauge | None = None
     running: Gauge | None = None
     kv_usage: Gauge | None = None
@@ -265,14 +268,50 @@ class ServerMetrics(Block):
     batch_utilization: float | None = None  # mean running requests / the most a step holds, when the server says
     queue_time: HistogramDelta | None = None  # the TTFT components the draft names (5.1.4.2): waiting to be scheduled
     prefill_time: HistogramDelta | None = None  # and scheduled until the first token
+    decode_time: HistogramDelta | None = None  # first token to last (vLLM per request; TGI per decode step)
+    prompt_tokens: CounterDelta | None = None  # tokens the server counted over the run
+    generation_tokens: CounterDelta | None = None
+    prefill_seconds: CounterDelta | None = None  # busy seconds in prompt processing (llama.cpp)
+    decode_seconds: CounterDelta | None = None  # and in generation
+    per_batch: list[str] | None = None  # the timings above whose observations are batch steps, not requests (TGI)
 
 
 ServerMetrics.OPTIONAL = frozenset(ServerMetrics.model_fields) - {"scrapes", "failed_scrapes"}
 
 
+class GpuTelemetry(Block):
+    """One of the server's GPUs as a DCGM exporter saw it over the run (a figure it does not export is null)."""
+
+    gpu: str  # the exporter's gpu label (the index on its host)
+    uuid: str | None
+    model: str | None
+    energy_j: float | None
+    power_w_mean: float | None
+    util_pct_mean: float | None
+    mem_used_mib_max: float | None
+    mem_free_mib_min: float | None
+    sm_clock_mhz_mean: float | None
+
+
+class ServerGpus(Block):
+    """The server's GPUs' energy from a DCGM exporter (--dcgm-url): the total-energy counter's increase over the
+    measurement window (no sampling error) or, where it did not move, its power readings integrated; per output
+    token; absent, with a note, where neither moved inside the window."""
+
+    source: str  # "DCGM exporter <url, secrets masked>: total energy counter" or "...: power integrated"
+    window_s: float  # the measurement window, as the tokens'
+    scrapes: int
+    energy_j: float | None
+    power_w: float | None
+    joules_per_output_token: float | None
+    gpus: list[GpuTelemetry]
+    notes: list[str] = []  # why the energy is absent
+
+
 class Energy(Block):
     """Energy over the window (seeds/003) and cost (seeds/002); a source's keys are left out when the host
-    lacks it, the cost's when no price was given (`notes` says which and why)."""
+    lacks it, the cost's when no price was given (`notes` says which and why).  `server_gpus`: the remote
+    server's GPUs, read from its DCGM exporter."""
 
     OPTIONAL = frozenset(
         {
@@ -287,6 +326,7 @@ class Energy(Block):
             "cost",
             "cost_per_million_output_tokens",
             "cpu_util_pct_mean",
+            "server_gpus",
         }
     )
     window_s: float
@@ -305,6 +345,7 @@ class Energy(Block):
     cost_per_million_output_tokens: float | None = None
     notes: list[str]
     cpu_util_pct_mean: float | None = None
+    server_gpus: ServerGpus | None = None  # --dcgm-url
 
 
 class Sim(Block):
@@ -347,6 +388,17 @@ class ServerTiming(Block):
     prefix_cache_hit_share: float | None  # cached_tokens / input_tokens
 
 
+class Endpoint(Block):
+    """An API that answers each request with one body, not a token stream (embeddings, rerank): the ok requests that
+    carried a list of inputs (embedding inputs, or documents to rerank), their latency and how many inputs and input
+    tokens the server took per second of the measurement window.  TTFT, ITL and TPOT do not apply to them."""
+
+    inputs: Stats  # inputs per request
+    inputs_s: float  # inputs per second of the window
+    input_tok_s: float  # these requests' input tokens per second of the window
+    latency_ms: Stats  # submission to the reply's last byte
+
+
 class Summary(Block):
     """summary.json: every metric over a run's records, then the blocks only some runs have."""
 
@@ -362,6 +414,7 @@ class Summary(Block):
             "by_turn",
             "by_model",
             "slot_wait",
+            "endpoint",
         }
     )
     schema_version: Literal["infermeter.summary/2"] = SUMMARY_SCHEMA
@@ -393,6 +446,7 @@ class Summary(Block):
     by_turn: ByTurn | None = None  # multi-turn runs (records with a turn)
     by_model: dict[str, GroupLatency] | None = None  # runs that named models per request (--model-mix)
     slot_wait: SlotWait | None = None  # runs whose sends waited for slots (--max-concurrency)
+    endpoint: Endpoint | None = None  # runs of an API whose ok requests carried inputs (embeddings, rerank)
 
     def latency(self, metric: str) -> Stats:
         """A latency distribution by its SLO name: "ttft", "tpot", "itl" or "e2e"."""

@@ -61,6 +61,9 @@ class RequestRecord:
     turn: int | None = None  # the turn's index in its session, from 0
     model: str | None = None  # the model or adapter this request named (--model-mix); None: the run's one model
     slot_wait_s: float | None = None  # seconds it waited for a free slot under --max-concurrency
+    # an endpoint that answers in one body, not a token stream (embeddings, rerank); None for streamed replies
+    completed_at: float | None = None  # when the reply's last byte arrived: its latency ends there
+    inputs: int | None = None  # the texts the request carried: embedding inputs, or documents to rerank
 
 
 SCHEMA = pa.schema(
@@ -89,6 +92,8 @@ SCHEMA = pa.schema(
         ("turn", pa.int32()),
         ("model", pa.string()),
         ("slot_wait_s", pa.float64()),
+        ("completed_at", pa.float64()),
+        ("inputs", pa.int32()),
     ]
 )
 
@@ -106,6 +111,8 @@ LATER_FIELDS: tuple[str, ...] = (
     "turn",
     "model",
     "slot_wait_s",
+    "completed_at",
+    "inputs",
 )
 
 
@@ -131,6 +138,8 @@ EVERY_FIELD = RequestRecord(  # a record with a value in every column
     turn=0,
     model="x",
     slot_wait_s=0.0,
+    completed_at=0.0,
+    inputs=1,
 )
 
 

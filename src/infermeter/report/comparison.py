@@ -12,6 +12,7 @@ from infermeter.metrics.comparison import ALPHA, METRICS, MIN_DELTA, MIN_EFFECT,
 from infermeter.metrics.significance import mean_ci
 from infermeter.report.console import itl_name
 from infermeter.report.document import Document, Section
+from infermeter.report.endpoint import measured_text
 from infermeter.report.run_charts import cdf_trace
 from infermeter.report.tables import fmt_num, grid
 from infermeter.suite_result import Table
@@ -67,12 +68,13 @@ def groups_table(c: Comparison) -> Table:
                 first.sut.hardware or "not declared",
                 f"{first.workload.name} seed {first.workload.seed}",
                 first.load.description or "not declared",
+                measured_text(first) or "not declared",
             ]
         )
     return Table(
         caption="Groups: runs of one configuration",
         rows=rows,
-        headers=["Group", "Runs", "Model", "Hardware", "Workload", "Load"],
+        headers=["Group", "Runs", "Model", "Hardware", "Workload", "Load", "Measured"],
         notes=[", ".join(str(r.path) for r in g.runs) for g in c.groups],
     )
 
@@ -274,6 +276,7 @@ def comparison_document(comparisons: list[tuple[str, Comparison]]) -> Document:
         f"Workload: {infos[0].workload.name} (seed {infos[0].workload.seed})",
         f"Load: {infos[0].load.description}",
         f"Runs compared: {len(infos)}",
+        "Measured: " + "; ".join(dict.fromkeys(measured_text(i) or "not declared" for i in infos)),
     ]
     detail = []
     for i, (title, c) in enumerate(comparisons):

@@ -1,5 +1,7 @@
 """Console reports in the draft's formats: Table 1 (TTFT), Table 2 (TTFT by input), Table 6 (ITL; Time Between Chunks
-under option A), Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report."""
+under option A), Tables 8-9 (fairness) and the Appendix C.1 Minimum Viable Report.  Given the endpoint a run measured
+(report.endpoint.measured_text), a table's caption names it; an API that answers in one body (embeddings, rerank) gets
+its latency and input rates instead of TTFT and ITL."""
 
 from __future__ import annotations
 
@@ -7,6 +9,16 @@ from infermeter.metrics.statistics import PERCENTILES
 from infermeter.metrics.summary_model import Summary
 from infermeter.records import RunInfo, failure_reason
 from infermeter.report.breakdowns import breakdown_lines, breakdown_tables
+from infermeter.report.endpoint import (
+    captioned,
+    endpoint_lines,
+    endpoint_table,
+    generates,
+    measured_line,
+    measured_text,
+    not_applicable,
+)
+from infermeter.report.server_table import server_table
 from infermeter.report.tables import fmt_ms, fmt_num, fmt_pct, grid
 from infermeter.run_info import ClockAccuracy, Tokenizer, Warmup
 
@@ -34,23 +46,24 @@ def chunk_sizes(summary: Summary) -> str:
     return f"mean {c.tokens_per_chunk_mean:.2f} tokens{most}{single} ({c.chunks:,} chunks)"
 
 
-def table1_ttft(summary: Summary) -> str:
+def table1_ttft(summary: Summary, measured: str | None = None) -> str:
     s = summary.ttft_ms
     rows = [["Requests", str(summary.requests.total)]]
     rows += [[f"TTFT P{p:g}", fmt_ms(s.percentile(p))] for p in PERCENTILES]
     rows += [["TTFT Mean", fmt_ms(s.mean)], ["TTFT Min", fmt_ms(s.min)], ["TTFT Max", fmt_ms(s.max)]]
-    return grid(["Metric", "Value"], rows, "Table 1: TTFT Results")
+    return grid(["Metric", "Value"], rows, captioned("Table 1: TTFT Results", measured))
 
 
-def table2_ttft_by_input(summary: Summary) -> str:
+def table2_ttft_by_input(summary: Summary, measured: str | None = None) -> str:
     rows = [
         [b.bucket, str(b.n), fmt_ms(b.p50, ""), fmt_ms(b.p95, ""), fmt_ms(b.p99, "")]
         for b in summary.ttft_by_input_tokens
     ]
-    return grid(["Input Tokens", "Count", "P50 (ms)", "P95 (ms)", "P99 (ms)"], rows, "Table 2: TTFT by Input Length")
+    caption = captioned("Table 2: TTFT by Input Length", measured)
+    return grid(["Input Tokens", "Count", "P50 (ms)", "P95 (ms)", "P99 (ms)"], rows, caption)
 
 
-def table6_itl(summary: Summary) -> str:
+def table6_itl(summary: Summary, measured: str | None = None) -> str:
     """Table 6; under option A its figures are Time Between Chunks, with the chunk sizes beside them (4.6.3)."""
     s, name = summary.itl_ms, itl_name(summary.itl_option)
     ratio = s.p99 / s.p50 if s.p50 and s.p99 is not None else None
@@ -59,32 +72,35 @@ def table6_itl(summary: Summary) -> str:
     rows += [[f"{name} Mean", fmt_ms(s.mean)], [f"{name} Std Dev", fmt_ms(s.std)], ["P99/P50 Ratio", fmt_num(ratio)]]
     if summary.itl_option == "A":
         rows.append(["Chunk sizes", chunk_sizes(summary)])
-    return grid(["Metric", "Value"], rows, f"Table 6: {name} Results ({ITL_OPTION_NAMES[summary.itl_option]})")
+    caption = f"Table 6: {name} Results ({ITL_OPTION_NAMES[summary.itl_option]})"
+    return grid(["Metric", "Value"], rows, captioned(caption, measured))
 
 
-def table_per_request_itl(summary: Summary) -> str:
+def table_per_request_itl(summary: Summary, measured: str | None = None) -> str:
     """Each request's jitter and longest pause, named as Table 6 names the run's figure (4.6.3)."""
     j, m, name = summary.jitter_ms, summary.max_pause_ms, itl_name(summary.itl_option)
     rows = [[f"P{p:g}", fmt_ms(j.percentile(p)), fmt_ms(m.percentile(p))] for p in (50.0, 95.0, 99.0)]
-    return grid(["Percentile", f"Jitter ({name} std)", "Max pause"], rows, f"Per-request {name} statistics (5.4.4.2)")
+    caption = captioned(f"Per-request {name} statistics (5.4.4.2)", measured)
+    return grid(["Percentile", f"Jitter ({name} std)", "Max pause"], rows, caption)
 
 
-def table8_classes(summary: Summary) -> str:
+def table8_classes(summary: Summary, measured: str | None = None) -> str:
     rows = [
         [name or "(none)", str(c.count), fmt_ms(c.ttft_p50), fmt_ms(c.ttft_p99), fmt_ms(c.tpot_p50), fmt_ms(c.tpot_p99)]
         for name, c in summary.fairness.classes.items()
     ]
-    return grid(["Class", "Count", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"], rows, "Table 8: Per-Class Results")
+    caption = captioned("Table 8: Per-Class Results", measured)
+    return grid(["Class", "Count", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"], rows, caption)
 
 
-def table9_fairness(summary: Summary) -> str:
+def table9_fairness(summary: Summary, measured: str | None = None) -> str:
     f = summary.fairness
     rows = [["Jain's Fairness Index", fmt_num(f.jain_index)]]
     rows += [[f"{name or '(none)'} Class Starvation", fmt_pct(rate)] for name, rate in f.starvation.items()]
-    return grid(["Metric", "Value"], rows, "Table 9: Fairness Metrics")
+    return grid(["Metric", "Value"], rows, captioned("Table 9: Fairness Metrics", measured))
 
 
-def throughput_table(summary: Summary) -> str:
+def throughput_table(summary: Summary, measured: str | None = None) -> str:
     t, g, r = summary.throughput, summary.goodput, summary.requests
     rows = [
         ["Requests (ok / failed)", f"{r.ok} / {r.failed}"],
@@ -100,7 +116,7 @@ def throughput_table(summary: Summary) -> str:
         bounds = ", ".join(f"{k}<={v:g}ms" for k, v in g.slo.items())
         goodput = f"{g.req_s or 0.0:.3f} req/s ({fmt_pct(g.fraction)} of requests)"
         rows += [["Goodput SLO", bounds], ["Goodput", goodput]]
-    return grid(["Metric", "Value"], rows, "Throughput and goodput")
+    return grid(["Metric", "Value"], rows, captioned("Throughput and goodput", measured))
 
 
 def counting_text(block: Tokenizer) -> str:
@@ -145,8 +161,11 @@ def objective_results(summary: Summary) -> list[str]:
     return lines
 
 
-def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str:
-    """Appendix C.1, filled from run.json and the summary."""
+def minimum_report(summary: Summary, info: RunInfo, warned: bool = False, table: bool = True) -> str:
+    """Appendix C.1, filled from run.json and the summary, under the endpoint it measured.  An API that answers in one
+    body (embeddings, rerank) reports its latency and input rates in place of TTFT and TPOT, with their table unless
+    `table` is False (the full report around it drew it)."""
+    streams = generates(summary, info)
     sut, load = info.sut, info.load
     ttft, tpot = summary.ttft_ms, summary.tpot_ms
     out_tok_s = summary.throughput.output_tok_s
@@ -157,7 +176,7 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
         at_slo = f"{out_tok_s:.1f} tok/s (this run's P99 TTFT is {fmt_ms(p99)})"
     else:
         at_slo = f"not met at this load (P99 TTFT {fmt_ms(p99)}); a rate sweep finds it"
-    notes = [itl_text(summary), counting_text(info.tokenizer)]
+    notes = [*([itl_text(summary)] if streams else []), counting_text(info.tokenizer)]  # else: said in Key Results
     if not warned and (warning := client_warning(info)) is not None:  # `warned`: the report around it opened with it
         notes.insert(0, warning)
     notes.append(f"Warm-up: {warmup_text(info.warmup)}")
@@ -169,8 +188,20 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
     for name, s in (("TTFT", summary.ttft_ms), (itl_name(summary.itl_option), summary.itl_ms)):
         notes += [f"{name}: {w}" for w in s.warnings if w != "no samples"]
     seed = "n/a" if info.workload.seed is None else info.workload.seed
+    key = [
+        f"- TTFT P50: {fmt_ms(ttft.p50)}",
+        f"- TTFT P99: {fmt_ms(ttft.p99)}",
+        f"- TPOT P50: {fmt_ms(tpot.p50)}",
+        f"- TPOT P99: {fmt_ms(tpot.p99)}",
+        f"- Max Throughput: {out_tok_s:.1f} tok/s (this run's output throughput)",
+        f"- Throughput at P99 TTFT < 500ms: {at_slo}",
+    ]
+    if not streams:
+        key = endpoint_lines(summary, info) + (["", endpoint_table(summary, measured_text(info))] if table else [])
+    measured = measured_line(info)
     lines = [
         "=== LLM Benchmark Report (Minimum) ===",
+        *([measured] if measured is not None else []),
         "",
         "System Identification:",
         f"- Model: {sut.model or 'not declared'}",
@@ -187,12 +218,7 @@ def minimum_report(summary: Summary, info: RunInfo, warned: bool = False) -> str
         f"- Test Duration: {summary.duration_s:.1f} seconds",
         "",
         "Key Results:",
-        f"- TTFT P50: {fmt_ms(ttft.p50)}",
-        f"- TTFT P99: {fmt_ms(ttft.p99)}",
-        f"- TPOT P50: {fmt_ms(tpot.p50)}",
-        f"- TPOT P99: {fmt_ms(tpot.p99)}",
-        f"- Max Throughput: {out_tok_s:.1f} tok/s (this run's output throughput)",
-        f"- Throughput at P99 TTFT < 500ms: {at_slo}",
+        *key,
         *breakdown_lines(summary),
         *objective_results(summary),
         "",
@@ -299,23 +325,35 @@ def failures_table(summary: Summary) -> str:
 
 
 def full_report(summary: Summary, info: RunInfo) -> str:
-    """Every table that applies to the run, then the minimum report; a client-bound run opens with the warning."""
+    """Every table that applies to the run, then the minimum report; a client-bound run opens with the warning, then
+    the endpoint it measured.  An API that answers in one body gets its latency table and a line saying TTFT, ITL and
+    TPOT do not apply, in place of Tables 1 to 6."""
     warning = client_warning(info)
     parts = [warning] if warning is not None else []
-    parts.append(table1_ttft(summary))
-    if len(summary.ttft_by_input_tokens) > 1:
-        parts.append(table2_ttft_by_input(summary))
-    parts += [table6_itl(summary), table_per_request_itl(summary), throughput_table(summary)]
+    measured, line = measured_text(info), measured_line(info)
+    if line is not None:
+        parts.append(line)
+    streams = generates(summary, info)
+    if streams:
+        parts.append(table1_ttft(summary, measured))
+        if len(summary.ttft_by_input_tokens) > 1:
+            parts.append(table2_ttft_by_input(summary, measured))
+        parts += [table6_itl(summary, measured), table_per_request_itl(summary, measured)]
+        parts.append(throughput_table(summary, measured))
+        if summary.endpoint is not None:  # some requests were answered in one body beside the streams
+            parts.append(endpoint_table(summary, measured))
+    else:
+        parts += [not_applicable(info), endpoint_table(summary, measured)]
     if summary.requests.failed:
         parts.append(failures_table(summary))
     parts += breakdown_tables(summary, itl_name(summary.itl_option))
-    if len(summary.fairness.classes) > 1:
-        parts += [table8_classes(summary), table9_fairness(summary)]
+    if streams and len(summary.fairness.classes) > 1:
+        parts += [table8_classes(summary, measured), table9_fairness(summary, measured)]
     if summary.fluidity is not None:
         parts.append(fluidity_table(summary))
     if summary.server_metrics is not None or summary.energy is not None:
         parts.append(server_table(summary))
-    parts.append(minimum_report(summary, info, warned=True))
+    parts.append(minimum_report(summary, info, warned=True, table=False))
     return "\n\n".join(parts)
 
 
@@ -364,6 +402,11 @@ def comparison_table(named: list[tuple[str, Summary]]) -> str:
         ["TPOT P99", *ms("tpot", "p99")],
         ["E2E P99", *ms("e2e", "p99")],
     ]
+    if any(s.endpoint is not None for _, s in named):  # runs of an API answering in one body (embeddings, rerank)
+        rows += [
+            ["Inputs/s", *["n/a" if s.endpoint is None else f"{s.endpoint.inputs_s:.1f}" for _, s in named]],
+            ["Input throughput", *[f"{s.throughput.input_tok_s:.1f} tok/s" for _, s in named]],
+        ]
     sims = [s.sim for _, s in named if s.sim is not None]
     if len(sims) == len(named):
         rows += [
@@ -405,40 +448,3 @@ def fluidity_table(summary: Summary) -> str:
     ]
     rows += [[f"P99 deadline-miss rate at TBT {ms} ms", fmt_pct(r)] for ms, r in points]
     return grid(["Metric", "Value"], rows, "Fluidity (Metron)")
-
-
-def server_table(summary: Summary) -> str:
-    """The server's own gauges over the run, and energy and cost where measured."""
-    rows: list[list[str]] = []
-    m = summary.server_metrics
-    if m is not None:
-        gauges = (("Queue depth (waiting)", m.waiting), ("Running batch", m.running), ("KV-cache usage", m.kv_usage))
-        for label, g in gauges:
-            if g is not None:
-                rows.append([f"{label} mean / p99 / max", f"{g.mean:.2f} / {g.p99:.2f} / {g.max:.2f}"])
-        if m.preemptions is not None:
-            rows.append(["Preemptions during the run", f"{m.preemptions.delta:g}"])
-        if m.prefix_cache_hit_rate is not None:
-            rows.append(["Prefix-cache hit rate", fmt_pct(m.prefix_cache_hit_rate)])
-    e = summary.energy
-    if e is not None:
-        rows.append(
-            [
-                "Energy over the window",
-                "unavailable"
-                if e.energy_j is None
-                else f"{e.energy_j:.1f} J ({fmt_num(e.joules_per_output_token, 3)} J/token)",
-            ]
-        )
-        rows += [[f"  {n}", ""] for n in e.notes]
-        if e.output_tok_per_gpu_s is not None and e.gpus:
-            rows.append(["Output tokens per GPU-second", f"{e.output_tok_per_gpu_s:.1f} (over {e.gpus} GPUs)"])
-        if e.cost_per_million_output_tokens is not None and e.gpus and e.gpu_seconds is not None:
-            rows.append(
-                [
-                    "Cost per million output tokens",
-                    f"{e.cost_per_million_output_tokens:.4f} "
-                    f"({e.gpus} GPU x {e.gpu_seconds / e.gpus:.1f} s at {e.gpu_price_per_hour:g}/h)",
-                ]
-            )
-    return grid(["Metric", "Value"], rows, "Server metrics and energy")

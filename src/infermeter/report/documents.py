@@ -13,7 +13,16 @@ from infermeter.records import RunInfo
 from infermeter.report import console
 from infermeter.report.breakdowns import breakdown_tables
 from infermeter.report.document import Document, Section
+from infermeter.report.endpoint import (
+    endpoint_lines,
+    endpoint_table,
+    generates,
+    measured_line,
+    measured_text,
+    not_applicable,
+)
 from infermeter.report.run_charts import run_charts
+from infermeter.report.server_table import server_table
 from infermeter.report.suite import QUICK_BANNER, suite_sections
 from infermeter.report.tables import as_table, fmt_ms, fmt_pct
 from infermeter.suite_result import SuiteResult, Table
@@ -22,9 +31,11 @@ from infermeter.suite_result import SuiteResult, Table
 def _identification(info: RunInfo) -> Section:
     sut = info.sut
     target = "embedded emulator" if info.kind == "emulated" else (sut.url or "not declared")
+    measured = measured_line(info)
     return Section(
         "1. System Identification",
         [
+            *([measured] if measured is not None else []),
             f"Model: {sut.model or 'not declared'}",
             f"Hardware: {sut.hardware or 'not declared'}",
             f"Software: {sut.software or 'not declared'}",
@@ -45,7 +56,7 @@ def _configuration(info: RunInfo, summary: Summary) -> Section:
             f"Requests: {summary.requests.total}; measurement window {summary.duration_s:.1f} s",
             f"Warm-up: {console.warmup_text(info.warmup)}",
             console.counting_text(info.tokenizer),
-            console.itl_text(summary),
+            console.itl_text(summary) if generates(summary, info) else not_applicable(info),
             f"Prefix caching: {info.sut.prefix_caching or 'not declared'}; guardrails: "
             f"{info.sut.guardrails or 'not declared'}",
             f"Clock: {info.clock}; synchronization: {console.clock_sync_text(info)}",
@@ -53,40 +64,51 @@ def _configuration(info: RunInfo, summary: Summary) -> Section:
     )
 
 
-def _results(summary: Summary) -> Section:
+def _results(summary: Summary, info: RunInfo | None = None) -> Section:
     t, r = summary.throughput, summary.requests
 
     def pair(name: str, s: Stats) -> str:
         return f"{name} P50 / P99: {fmt_ms(s.p50)} / {fmt_ms(s.p99)}"
 
-    bullets = [
-        pair("TTFT", summary.ttft_ms),
-        pair("TPOT", summary.tpot_ms),
-        pair(console.itl_name(summary.itl_option), summary.itl_ms),
-        pair("E2E", summary.e2e_ms),
-        f"Output throughput: {t.output_tok_s:.1f} tok/s; request throughput {t.req_s:.3f} req/s",
-        f"Success: {r.ok} of {r.total} requests ({fmt_pct(r.success_rate)})",
-    ]
+    if generates(summary, info):
+        bullets = [
+            pair("TTFT", summary.ttft_ms),
+            pair("TPOT", summary.tpot_ms),
+            pair(console.itl_name(summary.itl_option), summary.itl_ms),
+            pair("E2E", summary.e2e_ms),
+            f"Output throughput: {t.output_tok_s:.1f} tok/s; request throughput {t.req_s:.3f} req/s",
+        ]
+    else:  # one body per request: its latency and input rates, and the line saying why there is no TTFT
+        bullets = [b.removeprefix("- ") for b in endpoint_lines(summary, info)]
+    bullets.append(f"Success: {r.ok} of {r.total} requests ({fmt_pct(r.success_rate)})")
     if summary.goodput.slo:
         bullets.append(f"Goodput: {summary.goodput.req_s or 0.0:.3f} req/s ({fmt_pct(summary.goodput.fraction)})")
     return Section("3. Results", bullets)
 
 
-def run_tables(summary: Summary) -> list[Table]:
-    """The console's tables of a run, as cells."""
-    texts = [console.table1_ttft(summary)]
-    if len(summary.ttft_by_input_tokens) > 1:
-        texts.append(console.table2_ttft_by_input(summary))
-    texts += [console.table6_itl(summary), console.table_per_request_itl(summary), console.throughput_table(summary)]
+def run_tables(summary: Summary, info: RunInfo | None = None) -> list[Table]:
+    """The console's tables of a run, as cells, each captioned with the endpoint it measured (run.json's client, when
+    given); an API that answers in one body gets its latency table in place of Tables 1 to 6."""
+    measured = measured_text(info)
+    streams = generates(summary, info)
+    texts = []
+    if streams:
+        texts.append(console.table1_ttft(summary, measured))
+        if len(summary.ttft_by_input_tokens) > 1:
+            texts.append(console.table2_ttft_by_input(summary, measured))
+        texts += [console.table6_itl(summary, measured), console.table_per_request_itl(summary, measured)]
+        texts.append(console.throughput_table(summary, measured))
+    if not streams or summary.endpoint is not None:
+        texts.append(endpoint_table(summary, measured))
     if summary.requests.failed:
         texts.append(console.failures_table(summary))
     texts += breakdown_tables(summary, console.itl_name(summary.itl_option))
-    if len(summary.fairness.classes) > 1:
-        texts += [console.table8_classes(summary), console.table9_fairness(summary)]
+    if streams and len(summary.fairness.classes) > 1:
+        texts += [console.table8_classes(summary, measured), console.table9_fairness(summary, measured)]
     if summary.fluidity is not None:
         texts.append(console.fluidity_table(summary))
     if summary.server_metrics is not None or summary.energy is not None:
-        texts.append(console.server_table(summary))
+        texts.append(server_table(summary))
     if summary.sim is not None:
         texts.append(console.sim_table(summary))
     return [as_table(t) for t in texts if t]
@@ -104,10 +126,10 @@ def run_document(run_dir: Path, info: RunInfo, summary: Summary, cols: RecordCol
         sections=[
             _identification(info),
             _configuration(info, summary),
-            _results(summary),
+            _results(summary, info),
             Section(
                 "4. Detailed Results",
-                tables=run_tables(summary),
+                tables=run_tables(summary, info),
                 charts=run_charts(cols, summary, run_dir, info.token_times == "endpoints"),
             ),
             Section("5. Methodology Compliance (deviations and limitations)", notes),

@@ -12,7 +12,7 @@ import numpy as np
 from infermeter.chart import Chart, Mark, Trace
 from infermeter.metrics import RecordColumns
 from infermeter.metrics.fluidity import MISS_CURVE_MS, Layout, decode_gaps, request_gaps
-from infermeter.metrics.latency import itl, max_pause, token_times, ttft
+from infermeter.metrics.latency import e2e, itl, max_pause, token_times, ttft
 from infermeter.metrics.modality import modality
 from infermeter.metrics.summary_model import Summary
 from infermeter.report.console import itl_name
@@ -123,6 +123,27 @@ def ttft_charts(cols: RecordColumns, summary: Summary) -> list[Chart]:
     return charts
 
 
+def latency_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
+    """The latency of the requests answered in one body (embeddings, rerank): their CDF, with P50 and P99 marked;
+    None when no ok request carried inputs."""
+    if summary.endpoint is None:
+        return None
+    ms = np.where(~np.isnan(cols.one_body("inputs")), e2e(cols), np.nan) * 1000
+    ms = ms[np.isfinite(ms)]
+    if not len(ms):
+        return None
+    s = summary.endpoint.latency_ms
+    return Chart(
+        id="latency-cdf",
+        title="Latency (one body per request): cumulative distribution",
+        x_title="latency (ms)",
+        panels=["share of requests"],
+        traces=[cdf_trace("requests", ms)],
+        marks=[Mark(label=f"P{p}", x=round(v, 3)) for p, v in (("50", s.p50), ("99", s.p99)) if v is not None],
+        note="Submission to the reply's last byte; TTFT and ITL do not apply to a reply that is one body.",
+    )
+
+
 def _in_bucket(tokens: np.ndarray, label: str) -> np.ndarray:
     """Requests in a Table 2 bucket, from its label ("0-128", "4096+")."""
     lo_text, _, hi_text = label.replace("+", "-").partition("-")
@@ -154,7 +175,8 @@ def itl_chart(cols: RecordColumns, summary: Summary) -> Chart | None:
 
 def timeline_chart(cols: RecordColumns) -> Chart | None:
     """One bar per request from its scheduled send to its last token: waiting (to the first token) light, streaming
-    dark, failures as red marks at their scheduled time.  Requests are stacked in the order they were scheduled."""
+    dark, a reply that is one body (embeddings, rerank) from its send to its last byte, failures as red marks at their
+    scheduled time.  Requests are stacked in the order they were scheduled."""
     n = cols.n
     if not n:
         return None
@@ -166,6 +188,13 @@ def timeline_chart(cols: RecordColumns) -> Chart | None:
     traces = [
         _segments("waiting for the first token", cols.scheduled_at[ok], first[ok], row[ok], "#c6dbef"),
     ]
+    body = cols.ok & ~np.isfinite(first)  # no token: a reply that is one body, where it has a completion time
+    if body.any():
+        end = cols.one_body("completed_at")
+        body &= np.isfinite(end)
+        if body.any():
+            name = "waiting for the reply (one body)"
+            traces.append(_segments(name, cols.scheduled_at[body], end[body], row[body], "#6baed6"))
     classes = sorted(set(cols.request_class[ok].tolist()))
     for i, c in enumerate(classes):
         pick = ok & (cols.request_class == c)
@@ -382,6 +411,8 @@ def run_charts(cols: RecordColumns, summary: Summary, run_dir: Path, endpoints_o
     stream's first and last token (`endpoints_only`) has no gaps to draw, so its ITL, stall and fluidity charts are
     left out."""
     charts = ttft_charts(cols, summary)
+    if (latency := latency_chart(cols, summary)) is not None:
+        charts.append(latency)
     gaps = [] if endpoints_only else [itl_chart(cols, summary), stall_chart(cols, summary)]
     fluid = [] if endpoints_only else [fluidity_chart(cols, summary)]
     for chart in (*gaps, timeline_chart(cols), *fluid, over_time_chart(cols, run_dir), energy_chart(run_dir)):

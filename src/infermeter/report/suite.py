@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from infermeter.report.console import ITL_OPTION_NAMES, counting_text, itl_name, warmup_text
 from infermeter.report.document import Section
+from infermeter.report.endpoint import captioned, measured_text
 from infermeter.report.tables import grid
 from infermeter.run_info import RunInfo
 from infermeter.suite_result import SuiteResult, Table
@@ -33,6 +34,18 @@ def _system(infos: Sequence[RunInfo]) -> list[str]:
         f"- SUT Boundary: {_distinct([s.boundary for s in sut])}",
         f"- Target: {_distinct(['embedded emulator' if i.kind == 'emulated' else i.sut.url for i in infos])}",
     ]
+
+
+def _measured(infos: Sequence[RunInfo]) -> str | None:
+    """The endpoint every run of the suite measured (run.json's client), or None when they differ or name none."""
+    seen = {measured_text(i) for i in infos}
+    return seen.pop() if len(seen) == 1 else None
+
+
+def _tables(result: SuiteResult, infos: Sequence[RunInfo]) -> list[Table]:
+    """The suite's tables, each caption naming the endpoint its runs measured (when they all measured one)."""
+    measured = _measured(infos)
+    return [t.model_copy(update={"caption": captioned(t.caption, measured)}) for t in result.analysis.tables]
 
 
 def _span(values: Sequence[int | None]) -> str:
@@ -96,6 +109,8 @@ def _configuration(result: SuiteResult, infos: Sequence[RunInfo]) -> list[str]:
         f"{_distinct([ITL_OPTION_NAMES[i.itl_option] for i in infos])}",
         f"- Clock: {first.clock}; synchronization: {_distinct([i.sut.clock_sync for i in infos])}",
     ]
+    if any(i.client is not None for i in infos):  # simulated runs name no endpoint
+        lines.insert(1, f"- Measured: {_distinct([measured_text(i) for i in infos])}")
     rtt = [i.network.rtt_ms_median if i.network is not None else None for i in infos]
     if any(r is not None for r in rtt):
         got = [r for r in rtt if r is not None]
@@ -117,7 +132,7 @@ def suite_report(result: SuiteResult, infos: Sequence[RunInfo]) -> str:
     lines += [f"- {f}" for f in result.analysis.findings] or ["- (no results)"]
     lines += [f"- note: {n}" for n in result.analysis.notes]
     lines += ["", "4. Detailed Results", ""]
-    for table in result.analysis.tables:
+    for table in _tables(result, infos):
         lines += [grid(table.headers, table.rows, table.caption)]
         lines += [f"  {n}" for n in table.notes]
         lines.append("")
@@ -162,7 +177,7 @@ def suite_sections(result: SuiteResult, infos: Sequence[RunInfo]) -> list[Sectio
         Section("1. System Identification", bullets(_system(infos)) if infos else ["(no runs)"]),
         Section("2. Test Configuration", bullets(_configuration(result, infos)) if infos else []),
         Section("3. Results", findings + [f"note: {n}" for n in result.analysis.notes]),
-        Section("4. Detailed Results", tables=list(result.analysis.tables), charts=list(result.analysis.charts)),
+        Section("4. Detailed Results", tables=_tables(result, infos), charts=list(result.analysis.charts)),
         Section(f"5. Methodology Compliance: {result.verdict}", tables=[compliance_table(result)]),
         Section(
             "6. Reproduction",

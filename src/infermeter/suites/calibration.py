@@ -16,8 +16,9 @@ import aiohttp
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
+from infermeter.client.apis import templated
 from infermeter.client.backend import Backend, open_backend
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.client.server_metrics import ROLES
 from infermeter.client.urls import endpoint
 from infermeter.engine.probe_data import (
@@ -256,7 +257,7 @@ async def probe_server(
     # a seed of its own each probe: a server's prefix cache keeps an earlier probe's prompts (llama-server's slots
     # served a second calibration's isolated prompts from the first's KV), and a hit is not a prefill
     seed = secrets.randbits(32)
-    probe = Prober(client, ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=seed), clock,
+    probe = Prober(client, ExactPrompter(counting.tokenizer, chat=templated(config.api), seed=seed), clock,
                    counting.method == "A")  # fmt: skip
     run = Probing(probe, plan, t0 + plan.budget_s, say)
     try:

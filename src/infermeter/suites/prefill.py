@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from infermeter.client.apis import templated
 from infermeter.client.backend import open_backend
-from infermeter.client.openai_sse import ClientConfig, PreparedRequest
+from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.load.counting import choose_counting, declared_tokenizer
 from infermeter.metrics.prefill_curve import PrefillCurve, fit_quadratic
 from infermeter.records import RunClock
@@ -39,7 +40,7 @@ async def profile_prefill(
             config.base_url if backend == "openai" else None, config.model, config.headers()
         )
     counting = choose_counting(tokenizer, declared)
-    prompter = ExactPrompter(counting.tokenizer, chat=config.api == "chat", seed=7)
+    prompter = ExactPrompter(counting.tokenizer, chat=templated(config.api), seed=7)
     client = open_backend(backend, config, RunClock())
     xs, ys = [], []
     k = 0

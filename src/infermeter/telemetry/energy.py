@@ -1,6 +1,6 @@
-"""Energy over a run's measurement window by trapezoidal integration of power samples (seeds/003), joules per
-output token, output tokens per GPU-second (the GPU count alone normalizes), and cost per million output tokens with
-GPU-seconds as the denominator (seeds/002)."""
+"""Energy over a run's measurement window, from an energy counter's increase or by trapezoidal integration of power
+samples (seeds/003), joules per output token, output tokens per GPU-second (the GPU count alone normalizes), and cost
+per million output tokens with GPU-seconds as the denominator (seeds/002)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ def trapezoid_window(t: np.ndarray, power_w: np.ndarray, start: float, end: floa
     ts = np.concatenate([[start], t[inside], [end]])
     ps = np.interp(ts, t, p)
     return float(np.sum((ps[1:] + ps[:-1]) / 2 * np.diff(ts)))
+
+
+def counter_window(t: np.ndarray, energy_j: np.ndarray, start: float, end: float) -> float | None:
+    """Joules between start and end from a cumulative energy counter's readings: its increase, interpolated
+    linearly at both edges (exact when the edges fall on readings)."""
+    t, e = np.asarray(t, float), np.asarray(energy_j, float)
+    ok = np.isfinite(e)
+    t, e = t[ok], e[ok]
+    if len(t) < 2 or end <= start or start < t[0] - 1e-9 or end > t[-1] + 1e-9:
+        return None
+    return float(np.interp(end, t, e) - np.interp(start, t, e))
 
 
 def power_from_energy(t: np.ndarray, energy_j: np.ndarray) -> np.ndarray:
@@ -52,7 +63,11 @@ def energy_block(
         out["cpu_power_w"] = cpu_j / (end - start) if cpu_j is not None else None
     else:
         notes.append("CPU energy " + sources.get("cpu_energy", "unavailable: no RAPL"))
-    if "gpu_power_w" in samples:
+    if "gpu_energy_j" in samples:  # NVML's total-energy counter: read off at the window's edges
+        gpu_j = counter_window(t, samples["gpu_energy_j"], start, end)
+        out["gpu_energy_j"] = gpu_j
+        out["gpu_power_w"] = gpu_j / (end - start) if gpu_j is not None else None
+    elif "gpu_power_w" in samples:
         gpu_j = trapezoid_window(t, samples["gpu_power_w"], start, end)
         out["gpu_energy_j"] = gpu_j
         out["gpu_power_w"] = gpu_j / (end - start) if gpu_j is not None else None

@@ -49,11 +49,16 @@ class Rapl:
 
 
 class Nvml:
-    """NVIDIA GPUs through nvidia-ml-py; unavailable (with the reason) when there is no driver or GPU."""
+    """NVIDIA GPUs through nvidia-ml-py; unavailable (with the reason) when there is no driver or GPU.  Where every
+    GPU has the total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ; Volta and later) each reading carries
+    it, so energy needs no integration of sampled power."""
 
     def __init__(self) -> None:
         self.handles: list[Any] = []
         self.reason = ""
+        self.energy_counter = False
+        self.energy_reason = ""  # why the counter is not used
+        self._energy_start: list[int] = []
         try:
             import pynvml
 
@@ -64,10 +69,19 @@ class Nvml:
                 self.reason = "NVML sees no GPU"
         except Exception as exc:  # NVMLError subclasses vary by driver; any failure means no GPU telemetry
             self.reason = f"no NVIDIA GPU telemetry ({type(exc).__name__}: {exc})"
+            return
+        try:
+            self._energy_start = self._energy_mj()
+            self.energy_counter = bool(self.handles)
+        except (pynvml.NVMLError, AttributeError) as exc:  # NVMLError_NotSupported before Volta; an old pynvml
+            self.energy_reason = f"{type(exc).__name__}: {exc}"
 
     @property
     def available(self) -> bool:
         return bool(self.handles)
+
+    def _energy_mj(self) -> list[int]:
+        return [int(self._nv.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self.handles]
 
     def read(self) -> dict[str, float]:
         nv = self._nv
@@ -79,7 +93,20 @@ class Nvml:
             power += nv.nvmlDeviceGetPowerUsage(h) / 1000.0
             temp = max(temp, float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))
         n = len(self.handles)
-        return {"gpu_util_pct": util / n, "gpu_mem_gb": mem, "gpu_power_w": power, "gpu_temp_c": temp}
+        row = {"gpu_util_pct": util / n, "gpu_mem_gb": mem, "gpu_power_w": power, "gpu_temp_c": temp}
+        if self.energy_counter:
+            now = self._energy_mj()
+            row["gpu_energy_j"] = sum(b - a for a, b in zip(self._energy_start, now, strict=True)) / 1000.0
+        return row
+
+    def energy_method(self, interval: float) -> str:
+        """How GPU energy is measured: the counter, or power sampled and integrated (and why)."""
+        if self.energy_counter:
+            return "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)"
+        return (
+            f"NVML power sampled every {interval:g} s, integrated by trapezoids (no total energy counter: "
+            f"{self.energy_reason})"
+        )
 
 
 class TelemetrySampler:
@@ -142,4 +169,5 @@ class TelemetrySampler:
             "cpu": "psutil",
             "cpu_energy": "RAPL package counters" if self.rapl.available else f"unavailable: {self.rapl.reason}",
             "gpu": f"NVML, {len(self.gpu.handles)} GPU(s)" if self.gpu.available else f"unavailable: {self.gpu.reason}",
+            **({"gpu_energy": self.gpu.energy_method(self.interval)} if self.gpu.available else {}),
         }

@@ -21,6 +21,7 @@ class Turn:
     output_tokens: int | None = None  # the row's own output length; None: its reply's length under the tokenizer
     reply: str | None = None  # the dataset's reply to this turn
     hash_ids: tuple[int, ...] = ()  # Mooncake: the prompt's blocks, each `block_tokens` long (the last may be short)
+    images: tuple[str, ...] = ()  # image files (relative to the dataset) or data: URLs sent with the turn
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,7 @@ def _columns(ds: Dataset, used: list[tuple[Session, list[_Resolved]]], multi_tur
     n = len(rows)
     texts = _objects([r.turn.text for _, _, _, r in rows])
     hash_ids = tuple(r.turn.hash_ids for _, _, _, r in rows)
+    images = tuple(r.turn.images for _, _, _, r in rows)
     systems = _objects([s.system if k == 0 else None for _, s, k, _ in rows])  # it opens the conversation
     arrivals = np.zeros(0)
     if ds.timed:
@@ -195,6 +196,7 @@ def _columns(ds: Dataset, used: list[tuple[Session, list[_Resolved]]], multi_tur
         turn=np.asarray([k for _, _, k, _ in rows], dtype=np.int64) if multi_turn else None,
         replies=_objects([r.turn.reply for _, _, _, r in rows]) if multi_turn else None,
         systems=None if all(x is None for x in systems) else systems,
+        images=images if any(images) else None,
     )
 
 

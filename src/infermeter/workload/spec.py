@@ -117,6 +117,7 @@ class Requests:
     replies: np.ndarray | None = None  # str objects or None: the dataset's reply to each turn (--history dataset)
     models: np.ndarray | None = None  # str objects: the model each request names (--model-mix), else None
     systems: np.ndarray | None = None  # str objects or None: a dataset's system message opening the conversation
+    images: tuple[tuple[str, ...], ...] | None = None  # a dataset's image files or data: URLs per request, else None
 
     def __len__(self) -> int:
         return len(self.input_tokens)

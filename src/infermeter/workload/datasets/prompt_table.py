@@ -1,5 +1,6 @@
 """Prompt tables (JSONL, CSV, Parquet): one row one turn, its `prompt` sent verbatim, or a `messages` row that is a
-whole conversation; rows sharing a `session_id` are one multi-turn session (in file order, or by `turn`)."""
+whole conversation; rows sharing a `session_id` are one multi-turn session (in file order, or by `turn`).  An `image`
+or `images` column names images sent with the row (its last turn): files relative to the dataset, or data: URLs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
+from infermeter.errors import UserError
 from infermeter.workload.dataset import Session, Turn
 from infermeter.workload.datasets.fields import NonDecreasing, number, optional_text, positive_int, show, text, whole
 from infermeter.workload.datasets.reader import Read
@@ -15,7 +17,8 @@ from infermeter.workload.datasets.source import Rows, Source
 from infermeter.workload.datasets.tables import csv_rows, csv_table, parquet_table, table_rows
 
 REPLY_FIELDS = ("reply", "completion", "response")
-TEXT_COLUMNS = ("prompt", *REPLY_FIELDS, "session_id", "request_class")
+IMAGE_FIELDS = ("image", "images")
+TEXT_COLUMNS = ("prompt", *REPLY_FIELDS, "session_id", "request_class", *IMAGE_FIELDS)
 NUMBER_COLUMNS = ("output_tokens", "timestamp", "turn")
 EMPTY_PROMPT = "empty prompt"
 
@@ -54,7 +57,7 @@ def read_csv(source: Source, block_tokens: int) -> Read:
         for name in NUMBER_COLUMNS:
             if isinstance(value := item.get(name), str):
                 item[name] = _number_from_text(value)
-        for name in ("session_id", *REPLY_FIELDS):
+        for name in ("session_id", *REPLY_FIELDS, *IMAGE_FIELDS):
             if item.get(name) == "":
                 item[name] = None  # an empty cell: no reply; a session of its own
     return table_sessions(rows)
@@ -119,10 +122,11 @@ def _turns(rows: Rows, i: int, obj: dict[str, object]) -> tuple[tuple[Turn, ...]
     output_tokens = None if raw_output is None else positive_int(rows, i, "output_tokens", raw_output)
     reply_field = next((name for name in REPLY_FIELDS if obj.get(name) is not None), None)
     reply = None if reply_field is None else text(rows, i, reply_field, obj[reply_field])
+    images = _images(rows, i, obj)
     if prompt is not None:
         if not text(rows, i, "prompt", prompt).strip():
             return EMPTY_PROMPT
-        return (Turn(str(prompt), output_tokens=output_tokens, reply=reply),), None, False
+        return (Turn(str(prompt), output_tokens=output_tokens, reply=reply, images=images),), None, False
     conv = conversation(rows, i, "messages", messages)
     if isinstance(conv, str):
         return conv
@@ -131,8 +135,40 @@ def _turns(rows: Rows, i: int, obj: dict[str, object]) -> tuple[tuple[Turn, ...]
         last,
         output_tokens=output_tokens if output_tokens is not None else last.output_tokens,
         reply=last.reply if last.reply is not None else reply,
+        images=images,
     )
     return (*conv.turns[:-1], last), conv.system, True
+
+
+def _images(rows: Rows, i: int, obj: dict[str, object]) -> tuple[str, ...]:
+    """Row i's images: an `image` cell or an `images` list (a CSV cell holds one), each a file (relative to the
+    dataset's folder) that must exist, or a data: URL."""
+    given = [name for name in IMAGE_FIELDS if obj.get(name) is not None]
+    if not given:
+        return ()
+    if len(given) > 1:
+        raise rows.fail(i, "has both image and images: give one of them")
+    value = obj[given[0]]
+    cells = [value] if isinstance(value, str) else value
+    if not isinstance(cells, list) or not all(isinstance(c, str) and c for c in cells):
+        raise rows.fail(i, f"{given[0]} {show(value)} is not an image path or a list of them: give files or data: URLs")
+    for cell in cells:
+        if cell.startswith("data:"):
+            _check_data_url(rows, i, cell)
+        elif not (rows.path.parent / cell).is_file():
+            raise rows.fail(i, f"image {show(cell)} is not a file: give paths relative to the dataset, or data: URLs")
+    return tuple(cells)
+
+
+def _check_data_url(rows: Rows, i: int, url: str) -> None:
+    """Row i's data: URL decoded and its image header read now, so that a bad one is named before the run, not
+    when its row is sent."""
+    from infermeter.workload.media import data_url_image  # Pillow and numpy: loaded only for a dataset with images
+
+    try:
+        data_url_image(url)
+    except UserError as exc:
+        raise rows.fail(i, str(exc)) from None
 
 
 def _session_id(rows: Rows, i: int, value: object) -> str | None:
