@@ -107,10 +107,10 @@ class RunConfig(BaseModel):
         api, workload = self.target.api, self.workload
         fmt = api_format(api)
         wanted = {"image": workload.images > 0 or workload.image_dir is not None, "audio": workload.audio > 0}
-        for kind, option in (("image", "--images"), ("audio", "--audio")):
+        for kind, option, plural in (("image", "--images", "images"), ("audio", "--audio", "audio")):
             if wanted[kind] and kind not in fmt.media:
                 takers = ", ".join(n for n in APIS if kind in api_format(n).media)
-                raise ValueError(f"{option}: --api {api} sends no {kind}s in a request; use --api {takers}")
+                raise ValueError(f"{option}: --api {api} sends no {plural} in a request; use --api {takers}")
         if workload.multi_turn and not fmt.generates:
             raise ValueError(f"--multi-turn carries each reply into the next turn: --api {api} gives no reply text")
 
