@@ -140,7 +140,8 @@ def test_embeddings_and_rerank_bodies_carry_every_input() -> None:
         "encoding_format": "float",
     }
     assert EMBEDDINGS.body(PreparedRequest(0, "solo", 1, 0), config("embeddings"))["input"] == ["solo"]
-    assert EMBEDDINGS.inputs_sent(PreparedRequest(0, "solo", 1, 0)) == 1 and EMBEDDINGS.inputs_sent(req) == 3
+    owed = [EMBEDDINGS.decoder(r, False).sent for r in (PreparedRequest(0, "solo", 1, 0), req)]
+    assert owed == [1, 3]  # one embedding per text of the body
     docs = PreparedRequest(0, "query", 1, 0, inputs=("d0", "d1"))
     want = {"model": "m", "query": "query", "documents": ["d0", "d1"], "top_n": 2}
     for shape, path in [("vllm", "/v1/rerank"), ("cohere", "/v2/rerank"), ("jina", "/v1/rerank")]:
@@ -149,7 +150,7 @@ def test_embeddings_and_rerank_bodies_carry_every_input() -> None:
     tei = config("rerank", rerank_shape="tei")
     assert (RERANK.path(tei), RERANK.body(docs, tei)) == ("/rerank", {"query": "query", "texts": ["d0", "d1"]})
     assert RERANK.body(PreparedRequest(0, "q", 1, 0), config("rerank"))["documents"] == []
-    assert RERANK.inputs_sent(PreparedRequest(0, "q", 1, 0)) == 0 and RERANK.inputs_sent(docs) == 2
+    assert [RERANK.decoder(r, False).sent for r in (PreparedRequest(0, "q", 1, 0), docs)] == [0, 2]
 
 
 def test_native_bodies_speak_each_engines_parameters() -> None:
@@ -469,7 +470,7 @@ RERANK_REPLIES = {
 def test_an_embeddings_reply_split_anywhere_is_read_when_it_ends() -> None:
     """The last read is when the reply completed; nothing is a first token; base64 vectors count as numeric ones."""
     for cuts in ([], list(range(1, len(EMBEDDINGS_REPLY), 7)), [5]):
-        decoder = BodyDecoder(read_embeddings)
+        decoder = BodyDecoder(read_embeddings, 2)
         assert not any(decoder.feed(part, 1.0 + now) for now, part in enumerate(split(EMBEDDINGS_REPLY, cuts)))
         decoder.end()
         got = decoder.state
@@ -479,9 +480,16 @@ def test_an_embeddings_reply_split_anywhere_is_read_when_it_ends() -> None:
 
 @pytest.mark.parametrize(("shape", "prompt"), [("vllm", 21), ("cohere", None), ("jina", 25), ("tei", None)])
 def test_each_rerank_shape_is_read(shape: str, prompt: int | None) -> None:
-    decoder = BodyDecoder(read_rerank)
+    decoder = BodyDecoder(read_rerank, 2)
     assert feed_all(decoder, orjson.dumps(RERANK_REPLIES[shape])) is None
     assert (decoder.state.inputs, decoder.state.usage_prompt) == (2, prompt)
+
+
+def test_a_body_answering_a_different_number_of_inputs_fails_when_it_ends() -> None:
+    """Each input sent is owed one result: two embeddings for three texts, or for one, is the wrong count."""
+    for sent in (3, 1):
+        assert feed_all(BodyDecoder(read_embeddings, sent), EMBEDDINGS_REPLY) == reasons.WRONG_COUNT
+    assert feed_all(BodyDecoder(read_embeddings, 2), EMBEDDINGS_REPLY) is None
 
 
 def vector(v: Any, index: Any = 0) -> bytes:
@@ -515,12 +523,12 @@ def vector(v: Any, index: Any = 0) -> bytes:
     ],
 )
 def test_malformed_bodies_fail_with_their_reason(read: Callable[..., None], data: bytes, reason: str) -> None:
-    assert feed_all(BodyDecoder(read), data) == reason
+    assert feed_all(BodyDecoder(read, 1), data) == reason
 
 
 def test_a_body_beyond_the_cap_is_refused_as_it_arrives(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_pooling, "MAX_BODY_BYTES", 10)
-    decoder = BodyDecoder(read_embeddings)
+    decoder = BodyDecoder(read_embeddings, 1)
     decoder.feed(b"0123456789", 0.0)
     with pytest.raises(StreamFailure) as failed:
         decoder.feed(b"x", 1.0)
@@ -626,8 +634,8 @@ DECODERS: list[tuple[Callable[[], EventDecoder | BodyDecoder], st.SearchStrategy
     (TgiDecoder, framed(SHAPED[1])),
     (SglangDecoder, framed(SHAPED[2])),
     (TritonDecoder, framed(SHAPED[3])),
-    (lambda: BodyDecoder(read_embeddings), BODIES[0].map(lambda v: json.dumps(v).encode())),
-    (lambda: BodyDecoder(read_rerank), BODIES[1].map(lambda v: json.dumps(v).encode())),
+    (lambda: BodyDecoder(read_embeddings, 1), BODIES[0].map(lambda v: json.dumps(v).encode())),
+    (lambda: BodyDecoder(read_rerank, 1), BODIES[1].map(lambda v: json.dumps(v).encode())),
 ]
 
 

@@ -144,7 +144,7 @@ class Tgi:
         parameters["do_sample"] = config.temperature > 0
         return {"inputs": req.prompt, "parameters": parameters}
 
-    def decoder(self, keep_text: bool) -> TgiDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> TgiDecoder:
         return TgiDecoder(keep_text)
 
 
@@ -165,7 +165,7 @@ class Sglang:
             params["ignore_eos"] = True
         return {"text": req.prompt, "sampling_params": params, "stream": True}
 
-    def decoder(self, keep_text: bool) -> SglangDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> SglangDecoder:
         return SglangDecoder(keep_text)
 
 
@@ -191,7 +191,7 @@ class Triton:
             body["min_length"] = req.max_tokens
         return body
 
-    def decoder(self, keep_text: bool) -> TritonDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> TritonDecoder:
         return TritonDecoder(keep_text)
 
 

@@ -72,7 +72,7 @@ class Completions:
     def body(self, req: PreparedRequest, config: ClientConfig) -> dict[str, Any]:
         return sampling(req, config, {"prompt": req.prompt})
 
-    def decoder(self, keep_text: bool) -> StreamDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> StreamDecoder:
         return StreamDecoder(chat=False, keep_text=keep_text)
 
 
@@ -90,7 +90,7 @@ class Chat:
     def body(self, req: PreparedRequest, config: ClientConfig) -> dict[str, Any]:
         return sampling(req, config, {"messages": chat_messages(req)})
 
-    def decoder(self, keep_text: bool) -> StreamDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> StreamDecoder:
         return StreamDecoder(chat=True, keep_text=keep_text)
 
 

@@ -30,10 +30,11 @@ class BodyDecoder:
     """One JSON body: bytes held as they arrive (MAX_BODY_BYTES at most), read by `read` when it ends; the time
     of the last read is when the reply completed.  It has no first token: `feed` never says one arrived."""
 
-    def __init__(self, read: Callable[[Any, StreamState], None]) -> None:
+    def __init__(self, read: Callable[[Any, StreamState], None], sent: int) -> None:
         self.state = StreamState()
         self.body = bytearray()
         self._read = read
+        self.sent = sent  # inputs the request carried: each is owed one result
 
     def feed(self, data: bytes, now: float) -> bool:
         self.body += data
@@ -53,6 +54,8 @@ class BodyDecoder:
             self._read(value, self.state)
         except EVENT_ERRORS as exc:
             raise StreamFailure(reasons.MALFORMED_REPLY, str(exc)[:200]) from None
+        if self.state.inputs != self.sent:
+            raise StreamFailure(reasons.WRONG_COUNT, f"{self.state.inputs} came back for {self.sent} sent")
 
     def closed_complete(self) -> bool:
         return False  # a body framed by its length or chunks and cut short is never whole
@@ -132,12 +135,8 @@ class Embeddings:
     def body(self, req: PreparedRequest, config: ClientConfig) -> dict[str, Any]:
         return {"model": req.model or config.model, "input": texts(req), "encoding_format": "float"}
 
-    def decoder(self, keep_text: bool) -> BodyDecoder:
-        return BodyDecoder(read_embeddings)
-
-    def inputs_sent(self, req: PreparedRequest) -> int:
-        """How many texts the body of `req` carries, each owed one embedding (the client checks the reply)."""
-        return len(texts(req))
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> BodyDecoder:
+        return BodyDecoder(read_embeddings, len(texts(req)))
 
 
 @dataclass(frozen=True)
@@ -158,12 +157,9 @@ class Rerank:
         model = req.model or config.model
         return {"model": model, "query": req.prompt, "documents": documents, "top_n": len(documents)}
 
-    def decoder(self, keep_text: bool) -> BodyDecoder:
-        return BodyDecoder(read_rerank)  # every shape's reply is told apart by its JSON: a list is TEI's
-
-    def inputs_sent(self, req: PreparedRequest) -> int:
-        """How many documents the body of `req` carries, each owed one result (the client checks the reply)."""
-        return len(req.inputs or ())
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> BodyDecoder:
+        # every shape's reply is told apart by its JSON (a list is TEI's); one result is owed per document
+        return BodyDecoder(read_rerank, len(req.inputs or ()))
 
 
 EMBEDDINGS = Embeddings()

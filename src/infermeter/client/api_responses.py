@@ -114,7 +114,7 @@ class Responses:
             body["ignore_eos"] = True
         return body
 
-    def decoder(self, keep_text: bool) -> ResponsesDecoder:
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> ResponsesDecoder:
         return ResponsesDecoder(keep_text)
 
 

@@ -74,8 +74,9 @@ class ApiFormat(Protocol):
         """The JSON body of one request (config.extra_body is merged by the caller)."""
         ...
 
-    def decoder(self, keep_text: bool) -> Decoder:
-        """A fresh decoder for one reply; `keep_text`: keep the reply's text in `state.text`."""
+    def decoder(self, req: PreparedRequest, keep_text: bool) -> Decoder:
+        """A fresh decoder for the reply to `req` (a one-body reply checks it answers each input once); `keep_text`:
+        keep the reply's text in `state.text`."""
         ...
 
 
@@ -116,6 +117,7 @@ def endpoint_url(config: ClientConfig) -> str:
 def declare(config: ClientConfig) -> Client:
     """What run.json says about the client (the API key itself never appears)."""
     https = config.base_url.startswith("https:")
+    fmt = api_format(config.api)
     return Client(
         endpoint=secrets.redact_url(endpoint_url(config)),
         api=config.api,
@@ -124,11 +126,11 @@ def declare(config: ClientConfig) -> Client:
         timeouts_s=Timeouts(
             connect=config.connect_timeout, first_token=config.first_token_timeout, total=config.total_timeout
         ),
-        ignore_eos=config.ignore_eos if api_format(config.api).ignores_eos else None,
+        ignore_eos=config.ignore_eos if fmt.ignores_eos else None,
         temperature=config.temperature,
         extra_body=secrets.redact_deep(config.extra_body),
         tls=config.tls.declaration() if https else None,
         insecure=True if config.tls.insecure and https else None,
-        generates=api_format(config.api).generates,
+        generates=fmt.generates,
         rerank_shape=config.rerank_shape if config.api == "rerank" else None,
     )
