@@ -39,6 +39,43 @@ SECOND_TIER_TESTS: dict[str, str] = {
     ),
     "tests/faults/test_signals_and_disk.py::test_the_client_killed_loses_no_request": "a CLI run killed mid-run",
     "tests/report/test_browser.py": "Debian's chromium drawing the reports, after the quick tradeoff suite",
+    "tests/python_api/test_benchmark.py::test_the_issues_one_liner_prints_exactly_the_count": "a fresh interpreter "
+    "running the issue's one-liner against the emulator (benchmark() in-process stays in the first tier)",
+    "tests/report/test_html.py::test_report_writes_markdown_and_html_of_a_run": "an emulator run with deadlines and "
+    "an SLO, then its reports (rendering is tested on built documents in the first tier)",
+    "tests/suites/test_framework.py::test_grid_measures_each_cell_and_aggregates_generation_over_the_batch": (
+        "the grid suite's cells on the real clock"
+    ),
+    "tests/telemetry/test_energy_and_metrics.py::test_a_run_against_the_emulator_stores_and_summarizes_metrics": (
+        "a CLI run scraping the emulator's metrics (the scraper and summary are tested on fixtures in the first tier)"
+    ),
+    "tests/workload/test_content.py::test_run_json_declares_the_content": "a CLI run per content kind",
+    "tests/distributed/test_run_on_workers.py::test_a_closed_loop_divides_its_concurrency_between_the_workers": (
+        "a closed loop on local dask workers (the share arithmetic is tested in the first tier)"
+    ),
+    "tests/load/test_server_software.py::test_a_live_run_declares_its_software_in_run_json_and_the_reports": (
+        "a CLI run and its reports (the declaration is tested in the first tier)"
+    ),
+    "tests/load/test_realtime.py::test_a_realtime_run_says_so_in_run_json_and_the_report": "a CLI run",
+    "tests/report/test_earlier_versions.py::test_a_new_live_run_writes_the_current_contracts_with_the_keys_of_v1": (
+        "a live run (earlier versions' fixtures are read in the first tier)"
+    ),
+    "tests/load/test_warmup_and_bounds.py::test_min_duration_keeps_a_closed_loop_sending_until_both_bounds": (
+        "a closed loop held to a minimum duration"
+    ),
+    "tests/sim/test_simulator.py::test_sim_cli_and_side_by_side_report_show_chunked_prefill_smoother": (
+        "two CLI simulations and a side-by-side report"
+    ),
+    "tests/report/test_compare.py::test_suites_are_compared_level_by_level_and_on_their_figures": "two quick suites",
+    "tests/report/test_compare.py::test_one_configuration_alone_is_a_one_line_error": "repeated emulator runs",
+    "tests/report/test_compare.py::test_suites_of_different_tests_or_no_suite_are_refused": "two quick suites",
+    "tests/faults/test_stream_faults.py::test_a_run_where_nothing_succeeds_says_so_with_its_exit_code": "a CLI run",
+    FAULT + "http_503": "a CLI run per fault",
+    FAULT + "http_500": "a CLI run per fault",
+    SHAPE + "no_done": "a CLI run per shape",
+    "tests/suites/test_quick_plans.py::test_fairness_runs_each_class_alone_then_mixed": "a suite's runs",
+    "tests/docs/test_site_build.py": "mkdocs build --strict of the whole documentation site (its generated pages "
+    "are tested in the first tier)",
     "tests/suites/test_fairness_cache_guardrail.py": "three suites at their quick scale on the real clock",
     "tests/suites/test_capacity_memory.py": "capacity and memory-pressure suites on the real clock",
     "tests/suites/test_itl_and_long_context.py::test_long_context": "the long-context suite on the real clock",

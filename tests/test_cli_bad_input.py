@@ -494,6 +494,21 @@ KINDS.update(
         "dcgm_url": URL,
     }
 )
+KINDS.update(
+    {
+        "export": Kind(
+            bad("", "bogus", "otlp", "prometheus", "mlflow:", "otlp:", "otlp:ftp://h", "prometheus:no/dir/f")
+        ),
+        "sql": Kind(bad("", " ", "selec", "select * from nope")),
+        "metric": Kind(bad("", "zz", "ttft", "ttft.p42")),
+        "by": Kind(bad("", "zz", "ttft_p99_ms")),
+        "group": CHOICE,
+        "max_regression": Kind(bad("", "5", "abc%", "-1%", "nan%", "inf%", "2000%")),
+        "format": CHOICE,
+        "run_dir": RUN_DIRS,
+    }
+)
+EXPORT_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}", f"{RUN}/{RUN_JSON}/r.csv", "r.txt", "no/r.csv"))
 SUITE_OUT = Kind(bad("", RUN, f"{RUN}/{RUN_JSON}", f"{RUN}/{RECORDS}"))  # a run, a file: not a suite's directory
 SCENARIO = Kind(
     (
@@ -517,6 +532,7 @@ PER_COMMAND: dict[tuple[str, str], Kind] = {
     ("capacity", "slo"): CAPACITY_SLO,
     ("serve", "config"): EMULATOR_CONFIG,
     ("compare", "reps"): integer(),
+    ("export", "out"): EXPORT_OUT,
     **{(f"test {name}", "out"): SUITE_OUT for name in SUITES},
     ("test grid", "concurrency"): INT_LIST,
     ("test memory-pressure", "capacity"): integer(),
@@ -543,6 +559,8 @@ TARGET = {"url": "http://127.0.0.1:9", "model": "m"}  # a closed port: nothing t
 BASELINE: dict[str, dict[str, str]] = {
     "report": {"run_dirs": RUN},
     "compare": {"dirs": RUN, "reps": "200"},  # one run reaches the grouping (MEASURING), every check passed
+    "export": {"run_dir": RUN},
+    **{f"runs {sub}": {"dirs": RUN} for sub in ("list", "trend", "check")},  # check: one group reaches series_of
     "workload": {"name": "synthetic-uniform", "requests": "3", "rate": "1", "arrival": "gamma", "out": f"{RUN}/w.csv"},
     "sim": {"requests": "3", "out": RUN},
     "sim-sweep": {"requests": "3", "gpus": "1", "bins": "1", "step": "1", "out": RUN},
@@ -583,6 +601,7 @@ MEASURING = (
     "infermeter.suites.calibration.probe_server",
     "infermeter.suites.execute.execute",
     "infermeter.metrics.compared.group_runs",
+    "infermeter.catalog.groups.series_of",  # runs check: one run is one group, refused only after every option
 )
 
 
@@ -724,7 +743,8 @@ def test_baselines_are_valid(command: str, tmp_path: Path, capfd: pytest.Capture
     run = make_run(tmp_path / "existing-run")
     grid(*GRID_ROWS).make(tmp_path)
     (tmp_path / ENGINE_FILE).write_text("")  # an empty engine file: every setting at its default
-    args = argv(command, BASELINE[command], run if command in ("report", "compare") else tmp_path / "new")
+    reads = command in ("report", "compare", "export") or command.startswith("runs ")  # an existing run, not a new one
+    args = argv(command, BASELINE[command], run if reads else tmp_path / "new")
     try:
         result = invoke(args, tmp_path, capfd)
     except LetThrough:

@@ -11,6 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     p = subprocess.run(
-        [ruff, "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True, check=False
+        [ruff, "check", "src", "tests", "benchmarks", "docs"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert p.returncode == 0, p.stdout + p.stderr

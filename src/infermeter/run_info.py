@@ -35,6 +35,16 @@ def wall_clock_iso(t: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+def wall_time(iso: str) -> dt.datetime | None:
+    """An ISO 8601 wall-clock time (run.json's started_at, suite.json's finished_at) as an aware UTC datetime, UTC
+    when it names no zone; None when it is no such time."""
+    try:
+        moment = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
+
+
 def software_versions() -> dict[str, str]:
     """Versions of infermeter, Python, the platform and the libraries the figures depend on."""
     out = {"infermeter": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
@@ -402,6 +412,10 @@ class RunInfo(Block):
     engine: Engine | None = None
     distributed: Distributed | None = None
     config: dict[str, Any] | None = None  # the resolved scenario configuration (validated by infermeter.config)
+
+    def start_time(self) -> dt.datetime | None:
+        """When the run started (started_at) as an aware UTC datetime; None when run.json's time is no ISO 8601."""
+        return wall_time(self.started_at)
 
 
 def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from infermeter.chart import Chart
 
 SUITE_SCHEMA: Final = "infermeter.suite/1"
 SUITE_JSON: Final = "suite.json"  # a finished suite's result, beside its runs
+SUITE_SETTINGS: Final = "suite-settings.json"  # what its runs are measured under: a resumed suite must be the same
+SUITE_FILES: Final = (SUITE_JSON, SUITE_SETTINGS)  # what a suite's directory holds besides its runs and workloads
 Level = Literal["MUST", "SHOULD"]
 Verdict = Literal["unconditionally compliant", "conditionally compliant", "not compliant", "not verifiable"]
 

@@ -40,8 +40,15 @@ class HoldingServer:
         writer.close()
 
 
-async def _run(hold: float, n: int, gap: float, cap: int | None, stop: asyncio.Event | None = None):
-    server = HoldingServer(hold)
+async def _run(
+    hold: float,
+    n: int,
+    gap: float,
+    cap: int | None,
+    stop: asyncio.Event | None = None,
+    server: HoldingServer | None = None,
+):
+    server = server or HoldingServer(hold)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
     client = OpenAIClient(ClientConfig(url, model="m"), RunClock())
@@ -78,13 +85,15 @@ async def test_without_a_cap_nothing_waits():
 
 async def test_a_stop_leaves_the_waiting_sends_unsent():
     stop = asyncio.Event()
+    server = HoldingServer(hold=1.0)
 
-    async def stop_soon() -> None:
-        await asyncio.sleep(0.3)
+    async def stop_soon() -> None:  # once both slots are held at the server (not after a fixed delay: a busy host)
+        while server.in_flight < 2:
+            await asyncio.sleep(0.005)
         stop.set()
 
-    stopper = asyncio.create_task(stop_soon())
-    server, records = await _run(hold=1.0, n=10, gap=0.01, cap=2, stop=stop)
+    stopper = asyncio.create_task(asyncio.wait_for(stop_soon(), 30))
+    server, records = await _run(hold=1.0, n=10, gap=0.01, cap=2, stop=stop, server=server)
     await stopper
     assert server.most <= 2 and server.served == 2
     # the two in flight finish in the grace period; the eight waiting for a slot are never sent

@@ -219,7 +219,8 @@ async def test_an_open_loop_starts_each_session_at_its_offset():
     firsts = sorted((r for r in records if r.turn == 0), key=lambda r: r.session_id or 0)
     starts = np.array([r.scheduled_at for r in firsts])
     assert starts - starts[0] == pytest.approx(offsets, abs=1e-9)
-    assert all(0 <= r.submitted_at - r.scheduled_at < 0.02 for r in firsts[1:])  # the first opened the connection
+    # each later session is sent at its offset, before the next one is due (the first opened the connection)
+    assert all(0 <= r.submitted_at - r.scheduled_at < 0.25 for r in firsts[1:])
     assert len(records) == 6  # the sessions' later turns go after the schedule is spent
     # a duration leaves out the sessions due from its end on
     _, records, _, outcome = await run(sessions(3, 2), LoadPattern(offsets=offsets, duration=0.3))

@@ -125,3 +125,29 @@ def test_a_comparison_report_draws_each_group(browser: Any, groups: dict[str, Pa
     assert cdfs and all(c["traces"] == 2 for c in cdfs)  # one curve per group
     spread = next(c for c in drawn if c["id"].endswith("compare-p99-per-run"))
     assert spread["traces"] == 2 and spread["markers"] == spread["points"] == 2 * 3 * 3  # groups x metrics x runs
+
+
+def test_the_runs_catalog_and_a_trend_open_and_draw(browser: Any, tmp_path: Path) -> None:
+    """`runs --html` (a table, no script) and `runs trend --html` (the metric over three groups, each point with its
+    interval, the step marked) open offline; screenshots kept."""
+    from tests.catalog.build import write_group
+
+    for day, scale in enumerate((1.0, 1.0, 1.25)):
+        write_group(tmp_path / "history" / f"day-{day + 1}", seed=10 * day + 1, hours=24 * day, ttft_scale=scale)
+    table, trend = tmp_path / "runs.html", tmp_path / "trend.html"
+    assert infermeter("runs", tmp_path / "history", "--html", table).returncode == 0
+    p = infermeter("runs", "trend", tmp_path / "history", "--metric", "ttft.p50", "--html", trend)
+    assert p.returncode == 0, p.stderr
+    context = browser.new_context(viewport={"width": 1366, "height": 900}, offline=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(table.as_uri())
+    rows = page.query_selector_all("tbody tr")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "runs-table-page.png"), full_page=True)
+    context.close()
+    assert not errors and len(rows) == 9  # one row per run
+    [chart] = open_report(browser, trend, "runs-trend")
+    assert chart["traces"] >= 1 and chart["drawnPoints"] >= 3, chart
+    assert "ttft.p50" in chart["yTitle"] or "ms" in chart["yTitle"], chart

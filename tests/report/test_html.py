@@ -59,10 +59,25 @@ def test_the_page_inlines_plotly_once_and_fetches_nothing() -> None:
     assert "T &lt;&amp;&gt;" in page and 'class="banner">--quick' in page
 
 
+def test_figures_are_right_aligned_and_verdicts_coloured() -> None:
+    table = Table(caption="t", headers=["a", "b", "c"], rows=[["TTFT P50", "12.5 ms", "met"], ["x", "-3", "NOT MET"]])
+    page = render_html(Document(title="t", sections=[Section("1. One", tables=[table])]))
+    cells = re.findall(r"<td([^>]*)>([^<]*)</td>", page)
+    assert cells == [
+        ("", "TTFT P50"),
+        (' class="num"', "12.5 ms"),
+        (' class="met"', "met"),
+        ("", "x"),
+        (' class="num"', "-3"),
+        (' class="unmet"', "NOT MET"),
+    ]
+
+
 def test_a_page_without_charts_carries_no_javascript() -> None:
     doc = Document(title="t", sections=[Section("1. One", ["x"])])
     page = render_html(doc)
     assert "<script" not in page and len(page) < 10_000
+    assert "Written by infermeter" in page and "plotly" not in page  # no plots, so none drawn with plotly.js
 
 
 def test_markdown_has_the_sections_tables_and_figures() -> None:

@@ -1,26 +1,25 @@
-"""The `infermeter` typer app and what its commands share: running a coroutine, refusing to write over a run,
-the target (a server or the embedded emulator), and the exit code a run ends with."""
+"""The `infermeter` typer app and what its commands share: running a coroutine, a UserError as a usage error, the
+embedded emulator's settings, refusing to write over a run's or a suite's file, and the exit code a run ends with.
+(The target, the API key and the refusal of a directory holding a run are the Python API's, python_api.endpoint and
+python_api.preflight: both sides share them.)"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 import typer.main
 from rich.console import Console
 
-from infermeter import secrets
 from infermeter.cli.lazy import LazyGroup
 from infermeter.errors import ExitCode, Stopped, UserError
 
 if TYPE_CHECKING:
     from infermeter.conduct.run import RunResult
     from infermeter.emulator.config import EmulatorConfig
-    from infermeter.load.target import Endpoint
 
 T = TypeVar("T")
 
@@ -44,33 +43,12 @@ def command_group() -> LazyGroup:
 err = Console(stderr=True)
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop when available (3-5x the SSE events/s of the default loop)."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
-        import asyncio
-
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
-def refuse_existing_run(out: Path) -> None:
-    """Commands that write one run directory never write over another run."""
-    from infermeter.records import holds_run
-
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file: give a directory for the run")
-    if holds_run(out):
-        raise UserError(f"--out {out} already holds a run: choose a new directory or remove that one")
-
-
 def refuse_run_file(out: Path) -> None:
-    """Commands that write one file never write over a file of a run directory."""
-    from infermeter.records import JOURNAL, LEDGER, RECORDS, RUN_JSON, SUMMARY, holds_run
+    """Commands that write one file where --out says never write over a run's or a suite's file (the guard is
+    config.checks.refuse_results_file, which every such write shares)."""
+    from infermeter.config.checks import refuse_results_file
 
-    if out.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and holds_run(out.parent):
-        raise UserError(f"--out {out} is a file of the run in {out.parent}: choose another file")
+    refuse_results_file(out, f"--out {out}")
 
 
 @contextlib.contextmanager
@@ -80,14 +58,6 @@ def about(param: str) -> Iterator[None]:
         yield
     except UserError as exc:
         raise typer.BadParameter(str(exc), param_hint=f"'{param}'") from None
-
-
-def api_key(env: str) -> None:
-    """Register the key for redaction before anything can print it; a named variable must be set."""
-    key = os.environ.get(env)
-    if env != "OPENAI_API_KEY" and not key:
-        raise UserError(f"--api-key-env {env}: the environment variable {env} is not set")
-    secrets.register(key)
 
 
 def finish_run(result: RunResult) -> None:
@@ -134,31 +104,6 @@ def _field_hint(run_dir: Path) -> str:
         if at >= 0:
             return ": " + error[at:].rstrip(")")
     return ""
-
-
-@contextlib.contextmanager
-def target(url: str | None, emu: EmulatorConfig | None, backend: str = "openai") -> Iterator[Endpoint]:
-    """Yield the endpoint (target, SUT declaration, HTTP base URL for /metrics): the given server, or the embedded
-    emulator started for the block (with its gRPC front end as the target for --backend grpc; `emu` None: its
-    defaults)."""
-    from infermeter.load.target import Endpoint
-
-    if url is not None:
-        yield Endpoint(url, {}, url)
-        return
-    from infermeter.client.proxy import direct
-    from infermeter.emulator.config import EmulatorConfig
-    from infermeter.emulator.declaration import sut_declaration
-    from infermeter.emulator.process import emulator_process
-
-    if emu is None:
-        emu = EmulatorConfig()
-    if backend == "grpc":
-        emu = emu.model_copy(update={"grpc_port": 0})
-    err.print("starting the embedded emulator (no --url given)")
-    with emulator_process(emu, pin_cpus=True) as process, direct(process.url):
-        target = process.grpc_target if backend == "grpc" and process.grpc_target else process.url
-        yield Endpoint(target, sut_declaration(emu), process.url)
 
 
 def emulator_settings(path: Path | None, scheduler: str | None) -> EmulatorConfig:

@@ -8,20 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import (
-    about,
-    api_key,
-    app,
-    emulator_settings,
-    err,
-    refuse_run_file,
-    run_async,
-    target,
-)
+from infermeter.cli.app import about, app, emulator_settings, err, refuse_run_file
 from infermeter.config.calibration import Calibration
 from infermeter.config.section import Given
 from infermeter.config.sections import Target, Workload
 from infermeter.errors import UserError
+from infermeter.event_loop import run_async
 from infermeter.report.tables import grid
 
 if TYPE_CHECKING:
@@ -87,6 +79,8 @@ def calibrate(
     from infermeter.engine.config import save_engine_config
     from infermeter.engine.probe_fit import fit_engine
     from infermeter.load.target import resolve_target
+    from infermeter.python_api.endpoint import serving
+    from infermeter.python_api.preflight import api_key
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     tokenizer = Workload.from_options(given.get("workload", {})).tokenizer
@@ -99,7 +93,7 @@ def calibrate(
     plan = plan.capped(calibration.max_prompt) if calibration.max_prompt is not None else plan
     emu = None if section.url is not None else emulator_settings(emulator_config, None)
     backend = section.backend
-    with target(section.url, emu, backend) as endpoint:
+    with serving(section.url, emu, backend, err.print) as endpoint:
         cfg = run_async(resolve_target(section, endpoint)).client
         err.print(f"probing {endpoint.url} (at most {plan.budget_s:.0f} s)")
         probe = run_async(

@@ -79,15 +79,14 @@ def _declared(info: RunInfo) -> Declared | None:
 
 def _read_run(path: Path) -> Run:
     """A run directory as the comparison reads it (its summary recomputed from the records, as `report` does)."""
-    from infermeter.cli.report import _stored_blocks, _stored_summary
-    from infermeter.metrics import RecordColumns, summarize
+    from infermeter.metrics import RecordColumns
     from infermeter.metrics.compared import Run
+    from infermeter.metrics.summary import summary_of_run
     from infermeter.records import read_run_info
 
     info = read_run_info(path)
     cols = RecordColumns.of_run(path, info)
-    summary = summarize(cols, info.itl_option, dict(info.slo), None)
-    _stored_blocks(summary, _stored_summary(path), info)
+    summary = summary_of_run(path, info, cols, deadlines="")  # compared without deadlines, as it always was
     return Run.read(path, info, summary, cols, _declared(info))
 
 
@@ -95,26 +94,20 @@ def _system(d: Path) -> System | None:
     """A suite directory, or a directory of its repeats (repeat-1...), as one system; None when it is neither."""
     from infermeter.metrics.suite_comparison import PlannedRun, Repeat, System, numeric_figures
     from infermeter.suite_result import SUITE_JSON
-    from infermeter.suites.execute import load_result, repeat_dirs
+    from infermeter.suites.execute import load_result, repeat_dirs, suite_run_dirs
+    from infermeter.suites.lab import RUNS
 
     dirs = [d] if (d / SUITE_JSON).is_file() else [r for r in repeat_dirs(d) if (r / SUITE_JSON).is_file()]
     repeats, tests = [], set()
     for r in dirs:
         result = load_result(r)
         tests.add(result.suite)
-        runs = [PlannedRun(x.key, x.label, x.level, _run_dir(r, x.key, x.run_dir)) for x in result.runs]
+        where = suite_run_dirs(r, result)  # a run that is nowhere is reported missing at its place in the suite
+        runs = [PlannedRun(x.key, x.label, x.level, where.get(x.key, r / RUNS / x.key)) for x in result.runs]
         repeats.append(Repeat(r, runs, numeric_figures(result.analysis.figures), dict(result.analysis.headline)))
     if len(tests) > 1:
         raise UserError(f"{d} holds repeats of different tests ({', '.join(sorted(tests))}): give one test's repeats")
     return System(str(d), tests.pop(), repeats) if repeats else None
-
-
-def _run_dir(suite_dir: Path, key: str, recorded: str) -> Path:
-    """Where a suite's run is: where suite.json says, else under the suite directory (a suite moved or copied)."""
-    from infermeter.suites.lab import RUNS
-
-    path = Path(recorded)
-    return path if path.is_dir() else suite_dir / RUNS / key
 
 
 def _inputs(dirs: list[Path]) -> dict[str, list[tuple[Path, str | None]]]:

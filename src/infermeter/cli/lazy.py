@@ -54,6 +54,16 @@ COMMANDS: dict[str, Listed] = {
         "Recompute and print the summary of any run directory (live, emulated or simulated), or print a test suite's "
         "report again; --html / --markdown also write the full report with its plots.",
     ),
+    "export": Listed(
+        "export",
+        "Write a run's requests, one row per request with every per-request metric, as CSV, JSONL (with each "
+        "token's time) or Parquet.",
+    ),
+    "runs": Listed(
+        "runs",
+        "A catalog of run and suite directories in DuckDB: query it with SQL, draw a metric's trend over time, or "
+        "check the newest runs for a significant regression (for CI).",
+    ),
     "run": Listed(
         "run",
         "Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report. Options "

@@ -17,6 +17,7 @@ from infermeter.config import checks
 from infermeter.config.section import Flag, Section
 from infermeter.config.sections import Load, Objectives
 from infermeter.config.sections import Workload as WorkloadSection
+from infermeter.exports.spec import ExportSpec, parse_export
 from infermeter.workload.limits import MAX_LENGTH
 
 T = TypeVar("T")
@@ -235,6 +236,30 @@ Markdown = Annotated[
     Path | None,
     typer.Option("--markdown", help="also write the full report (Appendix C.2) as Markdown", parser=report_file),
 ]
+Exports = Annotated[
+    list[ExportSpec] | None,
+    typer.Option(
+        "--export",
+        help="repeatable: at the end, also send the results to mlflow[:URI] (params, metrics, the HTML report), "
+        "otlp:URL (OpenTelemetry metrics over OTLP/HTTP) or prometheus:FILE (a textfile-collector file)",
+        parser=parser(lambda text: checked_export(text)),
+        metavar="KIND[:WHERE]",
+    ),
+]
+
+
+def checked_export(text: str) -> ExportSpec:
+    """An --export value parsed and its exporter's own check passed (MLflow installed, the file's directory there),
+    so a bad one is refused as the option's value before anything runs."""
+    from infermeter.errors import UserError
+    from infermeter.exports.send import check_exports
+
+    spec = parse_export(text)
+    try:
+        check_exports([spec])
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+    return spec
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import app, err, refuse_existing_run
+from infermeter.cli.app import app, err
 from infermeter.config.engine import SimEngine
 from infermeter.config.prediction import PredictedEngine
 from infermeter.config.section import Given
@@ -52,6 +52,7 @@ def predict(
     --workers / --cluster the simulation runs as a dask task."""
     from infermeter.engine.config import load_engine_config
     from infermeter.metrics.goodput import parse_slo
+    from infermeter.python_api.preflight import refuse_existing_run
     from infermeter.sim.predict import apply_settings
     from infermeter.sim.prediction import Prediction, write_prediction
 

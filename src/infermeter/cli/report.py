@@ -39,9 +39,9 @@ def report(
 ) -> None:
     """Recompute and print the summary of any run directory (live, emulated or simulated), or print a test suite's
     report again; --html / --markdown also write the full report with its plots."""
-    from infermeter.metrics import RecordColumns, summarize
-    from infermeter.metrics.fluidity import parse_deadlines
+    from infermeter.metrics import RecordColumns
     from infermeter.metrics.goodput import parse_slo
+    from infermeter.metrics.summary import summary_of_run
     from infermeter.records import NOT_RECORDED, is_sealed, read_run_info
 
     if len(run_dirs) == 1 and (run_dirs[0] / SUITE_JSON).is_file():
@@ -53,18 +53,13 @@ def report(
             "infermeter compare DIR... --html FILE"
         )
     results: list[tuple[Path, RunInfo, Summary]] = []
+    option = next((o for o in ITL_OPTIONS if o == itl_option), None)
+    bounds = parse_slo(slo) if slo is not None else None
     for run_dir in run_dirs:
-        with about("run_dirs"):
+        with about("run_dirs"):  # the records are read as the metrics need them: damage shows here
             info = read_run_info(run_dir)
             cols = RecordColumns.of_run(run_dir, info)
-            stored = _stored_summary(run_dir)
-        option = next((o for o in ITL_OPTIONS if o == itl_option), info.itl_option)
-        bounds = parse_slo(slo) if slo is not None else dict(info.slo)
-        spec = deadlines if deadlines is not None else info.deadlines
-        wanted = parse_deadlines(spec) if spec else None
-        with about("run_dirs"):  # the records are read as the metrics need them: damage shows here
-            summary = summarize(cols, option, bounds, wanted)
-        _stored_blocks(summary, stored, info)
+            summary = summary_of_run(run_dir, info, cols, option, bounds, deadlines)
         if not is_sealed(run_dir):
             lost = int(sum(e.startswith(NOT_RECORDED) for e in cols.error.tolist()))
             info.notes.append(
@@ -120,55 +115,11 @@ def _suite_report(suite_dir: Path, html: Path | None, markdown: Path | None) -> 
     from infermeter.records import read_run_info
     from infermeter.report.documents import suite_document
     from infermeter.report.suite import suite_report
-    from infermeter.suites.execute import load_result
+    from infermeter.suites.execute import load_result, suite_run_dirs
 
     with about("run_dirs"):
         result = load_result(suite_dir)
-        infos = [read_run_info(Path(r.run_dir)) for r in result.runs if Path(r.run_dir).is_dir()]
+        infos = [read_run_info(path) for path in suite_run_dirs(suite_dir, result).values()]
     print(suite_report(result, infos))
     if html or markdown:
         write_documents(suite_document(result, infos), html, markdown)
-
-
-def _stored_summary(run_dir: Path) -> Summary | None:
-    """The run's summary.json as written (any version), or None when the run left none; a damaged one is a
-    one-line error."""
-    import orjson
-
-    from infermeter.metrics.summary_model import parse_summary
-    from infermeter.records import SUMMARY
-
-    path = run_dir / SUMMARY
-    if not path.is_file():
-        return None
-    try:
-        return parse_summary(orjson.loads(path.read_bytes()), str(path))
-    except orjson.JSONDecodeError as exc:
-        raise UserError(f"{path} is not a valid summary: {exc}") from None
-    except OSError as exc:
-        raise UserError(f"{path} cannot be read ({exc.strerror})") from None
-
-
-def _stored_blocks(summary: Summary, stored: Summary | None, info: RunInfo) -> None:
-    """Blocks the records alone cannot give back: the client's health from run.json; from summary.json the
-    simulator's `sim` block, the server's metrics and energy, and ITL (with its source, and the goodput its max
-    pause decides) when only the endpoints of each stream were recorded."""
-    if info.client_health is not None:
-        summary.client_health = info.client_health
-    if stored is None:
-        return
-    if stored.sim is not None:
-        summary.sim = stored.sim
-    if stored.server_metrics is not None:
-        summary.server_metrics = stored.server_metrics
-    if stored.energy is not None:
-        summary.energy = stored.energy
-    if info.token_times == "endpoints":
-        summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = stored.itl_ms, stored.jitter_ms, stored.max_pause_ms
-        if stored.goodput.slo == summary.goodput.slo:  # a max-pause bound judges each stream's longest pause,
-            summary.goodput = stored.goodput  # which only the simulation knew
-        summary.fluidity = stored.fluidity
-        if stored.itl_source is not None:
-            summary.itl_source = stored.itl_source
-        if stored.fluidity_note is not None:
-            summary.fluidity_note = stored.fluidity_note

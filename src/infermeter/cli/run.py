@@ -2,42 +2,22 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import (
-    api_key,
-    app,
-    emulator_settings,
-    err,
-    finish_run,
-    refuse_existing_run,
-    refuse_run_file,
-    run_async,
-    target,
-)
-from infermeter.config.run import Disclosures, Load, Monitors, Objectives, Scale, Target, Workload
+from infermeter.cli.app import app, emulator_settings, err, finish_run, refuse_run_file
+from infermeter.config.run import Disclosures, Load, Target, Workload
 from infermeter.config.scenario import Given
 from infermeter.config.sections import DATASET_FIELDS
 from infermeter.errors import UserError
-from infermeter.records import (
-    read_run_info,
-)
+from infermeter.event_loop import run_async
+from infermeter.python_api.benchmarking import RUN_FIELDS
 from infermeter.report.tables import grid
 
-RUN_PARTS = (
-    opt.Part("target", Target),
-    opt.Part("workload", Workload),
-    opt.Part("load", Load),
-    opt.Part("objectives", Objectives),
-    opt.Part("monitors", Monitors),
-    opt.Part("disclosures", Disclosures),
-    opt.Part("scale", Scale),
-)
+RUN_PARTS = tuple(opt.Part(f.key, f.section) for f in RUN_FIELDS)  # the Python API's `benchmark` takes the same
 
 
 @app.command()
@@ -51,26 +31,17 @@ def run(
     emulator_config: opt.EmulatorConfigFile = None,
     scheduler: opt.Scheduler = None,
     progress: opt.Progress = True,
+    export: opt.Exports = None,
 ) -> None:
     """Benchmark a server, or the embedded emulator when no --url is given; ends with the minimum report.  Options
     may come from a scenario file (--config), and RUN_DIR/run.json runs a run again."""
-    from infermeter.conduct.run import conduct
-    from infermeter.config.scenario import run_config
-    from infermeter.load.plan import Work
-    from infermeter.report.console import minimum_report
-    from infermeter.workload.source import WorkloadSource
+    from infermeter.python_api import exporting
+    from infermeter.python_api.benchmarking import measure, prepare, run_configuration, run_text, stopped_by
 
-    cfg = run_config(config, given, emulator_config, scheduler)
-    api_key(cfg.target.api_key_env)
-    source = WorkloadSource.read(cfg.workload)  # a trace, a dataset or a workload file, read once for the whole run
-    cfg = cfg.resolved(source.size() if source.trace is not None else None, source.timed)
-    work = Work.draw(cfg, source)  # the requests, drawn before anything starts: a bad workload costs nothing
-    run_dir = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
-    refuse_existing_run(run_dir)
-    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as endpoint:
-        result = run_async(conduct(cfg, endpoint, run_dir, progress, work))
-    print(minimum_report(result.summary, read_run_info(result.run_dir)))
-    print(f"\nrun directory: {result.run_dir}  (full tables: infermeter report {result.run_dir})")
+    cfg = run_configuration(config, given, emulator_config, scheduler)  # each --export was checked as its value
+    result = measure(prepare(cfg, out), progress, err.print)
+    print(run_text(result))
+    exporting.print_warnings(exporting.send_run(export or [], result.run_dir, stopped_by(result)))
     finish_run(result)
 
 
@@ -116,6 +87,8 @@ def capacity(
     the probe's rate; a --dataset without them sends its requests at each probe's rate."""
     from infermeter.config.scenario import run_config
     from infermeter.metrics.slo import parse_capacity_slo
+    from infermeter.python_api.endpoint import serving
+    from infermeter.python_api.preflight import api_key
     from infermeter.suites.capacity_probes import Bounds, CapacitySearch
 
     slos = [parse_capacity_slo(s) for s in slo]
@@ -139,7 +112,7 @@ def capacity(
         ]
         print(grid(header, [row]).splitlines()[3], flush=True)
 
-    with target(cfg.target.url, cfg.emulator, cfg.target.backend) as endpoint:
+    with serving(cfg.target.url, cfg.emulator, cfg.target.backend, err.print) as endpoint:
         print("\n".join(grid(header, []).splitlines()[:3]), flush=True)
         result = search.run(endpoint, on_probe=show)
     cap = result.capacity_req_s
@@ -176,6 +149,8 @@ def profile_prefill_cmd(
 ) -> None:
     """Fit TTFT against prompt length from isolated requests; use it as --deadlines ttft=@FILE,slack=..."""
     from infermeter.load.target import resolve_target
+    from infermeter.python_api.endpoint import serving
+    from infermeter.python_api.preflight import api_key
     from infermeter.suites.prefill import profile_prefill
 
     lengths = opt.flat(lengths)
@@ -193,7 +168,7 @@ def profile_prefill_cmd(
     def on_point(length: int, ttft: float | None) -> None:
         err.print(f"  {length:>7} tokens: min TTFT {'failed' if ttft is None else f'{ttft * 1000:.2f} ms'}")
 
-    with target(section.url, emu, section.backend) as endpoint:
+    with serving(section.url, emu, section.backend, err.print) as endpoint:
         cfg = run_async(resolve_target(section, endpoint)).client
         declared = endpoint.sut.get("tokenizer")
         curve = run_async(

@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import app, emulator_settings, run_async
+from infermeter.cli.app import app, emulator_settings
 from infermeter.emulator.dialects import METRICS_DIALECTS
 from infermeter.errors import UserError
+from infermeter.event_loop import run_async
 
 
 @app.command()

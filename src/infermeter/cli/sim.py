@@ -9,34 +9,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import app, err, refuse_existing_run
+from infermeter.cli.app import app, err
 from infermeter.config.engine import SimEngine
 from infermeter.config.section import Given
-from infermeter.config.sections import DATASET_FIELDS, Load, Objectives, Scale, Workload
-from infermeter.config.sim import simulated_load
+from infermeter.config.sections import Load, Scale, Workload
 from infermeter.config.sweep import Sweep
+from infermeter.python_api.simulation import DEFAULT_OUT, SIM_FIELDS, TOKEN_TIMES
 from infermeter.report.tables import grid
 
 if TYPE_CHECKING:
-    from infermeter.engine.multi_bin import BinEdges
     from infermeter.sim.hypotheses import HypothesisReport
-    from infermeter.sim.run import TokenTimes
 
-SIM_WORKLOAD = ("workload", "trace", "rps_scale", *DATASET_FIELDS, "tokenizer")
-SIM_PARTS = (
-    opt.Part("workload", Workload, only=SIM_WORKLOAD, defaults={"workload": "synthetic-skewed"}),
-    opt.Part(
-        "load",
-        Load,
-        only=("requests", "rate", "arrival", "burstiness"),
-        defaults={"requests": 1000},
-        help={"requests": opt.REQUESTS_TO_SEND, "rate": opt.ARRIVAL_RATE},
-    ),
-    opt.Part("engine", SimEngine),
-    opt.Part("objectives", Objectives),
-    opt.Part("workload", Workload, only=("seed",)),
-)
-TOKEN_TIMES: tuple[TokenTimes, ...] = ("auto", "full", "endpoints")
+SIM_HELP = {"requests": opt.REQUESTS_TO_SEND, "rate": opt.ARRIVAL_RATE}  # a simulation's reading of them
+SIM_PARTS = tuple(opt.Part(f.key, f.section, f.only, dict(f.defaults), SIM_HELP) for f in SIM_FIELDS)
 TokenTimesOption = Annotated[str, typer.Option(help="auto, full or endpoints", parser=opt.choice(*TOKEN_TIMES))]
 
 
@@ -45,38 +30,17 @@ TokenTimesOption = Annotated[str, typer.Option(help="auto, full or endpoints", p
 def sim(
     given: Given,
     token_times: TokenTimesOption = "auto",
-    out: Annotated[Path, typer.Option(help="run directory to write", parser=opt.out_path)] = Path("runs/sim"),
+    out: Annotated[Path, typer.Option(help="run directory to write", parser=opt.out_path)] = DEFAULT_OUT,
+    export: opt.Exports = None,
 ) -> None:
     """Simulate one engine configuration on a virtual clock and write a run directory."""
-    from rich.progress import Progress
+    from infermeter.python_api import exporting
+    from infermeter.python_api.simulation import plan_simulation, run_simulation, sim_text
 
-    from infermeter.metrics.goodput import parse_slo
-    from infermeter.records import read_run_info
-    from infermeter.report.console import full_report, sim_table
-    from infermeter.sim.run import simulate_run
-
-    source, load = simulated_load(given)
-    engine = SimEngine.from_options(given.get("engine", {}))
-    objectives = Objectives.from_options(given.get("objectives", {}))
-    assert load.requests is not None, "sim's --requests has a default"
-    reqs, declaration = source.build(load.requests)
-    cfg = engine.engine_config()
-    bounds = parse_slo(objectives.slo) if objectives.slo else None
-    refuse_existing_run(out)
-    mode = next(m for m in TOKEN_TIMES if m == token_times)  # the option's parser took nothing else
-    used: list[BinEdges] = []
-    with Progress(console=err, transient=True) as bar:  # records are written as the simulation goes
-        task = bar.add_task(f"simulating {cfg.scheduler.name} x {engine.engines}", total=len(reqs))
-        summary = simulate_run(
-            reqs, cfg, engine.engines, source.seed, out, declaration, mode, slo=bounds,
-            deadlines=objectives.deadlines, progress=lambda done: bar.update(task, completed=done), bins=used,
-        )  # fmt: skip
-    print(full_report(summary, read_run_info(out)))
-    print()
-    print(sim_table(summary))
-    for b in used:
-        print(f"\n{b.describe()}")
-    print(f"\nrun directory: {out}")
+    plan = plan_simulation(given, token_times, out)  # each --export was checked as the option's value
+    done = run_simulation(plan, err)
+    print(sim_text(done))
+    exporting.print_warnings(exporting.send_run(export or [], done.out))
 
 
 SWEEP_PARTS = (

@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import inspect
 import shlex
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from infermeter.cli import options as opt
-from infermeter.cli.app import api_key, app, err
-from infermeter.config.run import Disclosures, Load, Monitors, Scale, Target, Workload
+from infermeter.cli.app import app, err
 from infermeter.config.scenario import Given
-from infermeter.config.sections import DATASET_FIELDS
 from infermeter.errors import UserError
+from infermeter.python_api.suite import suite_fields
 from infermeter.suites.registry import SUITES, get_suite
 
 if TYPE_CHECKING:
+    from infermeter.exports.spec import ExportSpec
     from infermeter.run_info import RunInfo
     from infermeter.suite_result import SuiteResult
     from infermeter.suites.framework import Suite
@@ -32,12 +31,12 @@ test_app = typer.Typer(
 )
 app.add_typer(test_app, name="test")
 
-QUICK_WARMUP = 4  # requests: --quick keeps a warm-up in every run, short enough for a demonstration
 Quick = Annotated[
     bool,
     typer.Option(help="scale durations and counts down for a demonstration or CI; the verdict cannot be compliant"),
 ]
 
+PER_RUN_HELP = {"warmup": "auto, N requests, or off (per run)"}
 MAX_REPEATS = 1000
 RepeatOption = Annotated[
     int | None,
@@ -84,57 +83,24 @@ def run_test(
     html: Path | None = None,
     markdown: Path | None = None,
     repeat: int | None = None,
+    export: list[ExportSpec] | None = None,
 ) -> None:
     """Build the suite's parameters and base configuration, run (or resume) it, print its report; with `repeat`,
-    run it that many times, each repeat a suite directory of its own, and print the figures over the repeats."""
-    from infermeter.config.scenario import run_config
-    from infermeter.emulator.config import load_emulator_config
+    run it that many times, each repeat a suite directory of its own, and print the figures over the repeats.
+    `export` sends each suite directory (each repeat's) at the end."""
+    from infermeter.python_api import exporting
+    from infermeter.python_api.suite import default_suite_dir, plan_suite
     from infermeter.report.suite import suite_report
 
-    suite = get_suite(name)
-    params = suite.params.build(given.pop("suite", {}), quick)
-    load = given.setdefault("load", {})
-    if quick:
-        load.setdefault("warmup", QUICK_WARMUP)
-    load["concurrency"] = 1  # a placeholder that makes the base a valid run: every run of a suite sets its own load
-    base = run_config(None, given)
-    api_key(base.target.api_key_env)
-    if base.workload.dataset is not None:  # read once before anything starts: a bad file costs nothing
-        from infermeter.workload.source import WorkloadSource
-
-        rows = WorkloadSource.read(base.workload).size()
-        per_run = getattr(params, "requests", None)
-        if isinstance(per_run, int) and per_run > rows:
-            raise UserError(
-                f"--dataset {base.workload.dataset} has {rows} requests, fewer than the {per_run} each run of the "
-                f"'{name}' test sends: give a larger dataset, or --requests {rows} or fewer"
-            )
-    emulator = None
-    if base.target.url is None:
-        emulator = load_emulator_config(emulator_config) if emulator_config else suite.emulator(params)
-        emulator = emulator.with_scheduler(scheduler)
-    out = out or Path("runs") / time.strftime(f"test-{name}-%Y%m%d-%H%M%S")
-    settings: dict[str, Any] = {
-        "suite": name,
-        "quick": quick,
-        "params": params.model_dump(mode="json"),
-        "config": base.model_dump(mode="json", exclude={"scale"}),  # where it runs does not change what it measures
-        "emulator": emulator.model_dump(mode="json") if emulator is not None else None,
-    }
-    command = shlex.join(["infermeter", *argv])
+    plan = plan_suite(name, given, quick, emulator_config, scheduler, shlex.join(["infermeter", *argv]))
+    specs = export or []  # each checked as the option's value, before anything ran
+    out = out or default_suite_dir(name)
 
     def one(where: Path) -> tuple[SuiteResult, list[RunInfo]]:
-        """The suite run (or resumed) in `where`, and its runs' run.json (as the lab read them)."""
-        from infermeter.suites.execute import claim_suite_dir, execute
-        from infermeter.suites.lab import Lab
-
-        if claim_suite_dir(where, settings, f"'{name}' test"):
-            err.print(f"resuming the '{name}' test in {where}: finished runs are reused")
-        elif emulator is not None:
-            err.print("starting the embedded emulator (no --url given)")
-        with Lab(where, base, emulator, progress, err, quick) as lab:
-            result = execute(suite, lab, params, quick, command)
-        return result, [r.info for r in lab.runs]
+        """The suite run (or resumed) in `where`, then exported."""
+        done = plan.run(where, progress, err)
+        exporting.print_warnings(exporting.send_suite(specs, where))
+        return done
 
     if repeat is None:
         result, infos = one(out)
@@ -152,9 +118,10 @@ def claim_repeats(out: Path) -> None:
     """Refuse an --out that holds anything but repeats of a suite (a run, a suite run without --repeat, other
     files), before anything is written."""
     from infermeter.records import holds_run
-    from infermeter.suites.execute import SETTINGS, repeat_dirs
+    from infermeter.suite_result import SUITE_SETTINGS
+    from infermeter.suites.execute import repeat_dirs
 
-    if holds_run(out) or (out / SETTINGS).exists():
+    if holds_run(out) or (out / SUITE_SETTINGS).exists():
         what = "a single run" if holds_run(out) else "a suite run without --repeat"
         raise UserError(f"--out {out} holds {what}, not a suite's repeats: choose another directory")
     if out.is_dir() and set(out.iterdir()) - set(repeat_dirs(out)):
@@ -193,19 +160,7 @@ def _repeats(
 
 def _command(name: str, suite: Suite) -> None:
     """Register `infermeter test NAME` with the suite's parameters as options."""
-    own = getattr(suite, "own_options", ())  # a shared option the suite takes per system of its own instead
-    # a suite that sends a workload may send a dataset's requests instead (suites/lab.py with_dataset)
-    takes = getattr(suite, "takes_dataset", "workload" in suite.params.model_fields)
-    dataset_options = DATASET_FIELDS if takes else ()
-    parts = (
-        opt.Part("target", Target),
-        opt.Part("workload", Workload, only=("tokenizer", "seed", *dataset_options)),
-        opt.Part("load", Load, only=("warmup",), help={"warmup": "auto, N requests, or off (per run)"}),
-        opt.Part("monitors", Monitors),
-        opt.Part("disclosures", Disclosures, only=tuple(n for n in Disclosures.model_fields if n not in own)),
-        opt.Part("scale", Scale),
-        opt.Part("suite", suite.params),
-    )
+    parts = tuple(opt.Part(f.key, f.section, f.only, dict(f.defaults), PER_RUN_HELP) for f in suite_fields(suite))
 
     def command(
         given: Given,
@@ -217,12 +172,15 @@ def _command(name: str, suite: Suite) -> None:
         html: opt.Html = None,
         markdown: opt.Markdown = None,
         repeat: RepeatOption = None,
+        export: opt.Exports = None,
     ) -> None:
         from infermeter.cli.main import invocation
 
-        run_test(name, given, quick, out, emulator_config, scheduler, progress, invocation(), html, markdown, repeat)
+        run_test(
+            name, given, quick, out, emulator_config, scheduler, progress, invocation(), html, markdown, repeat, export
+        )
 
-    command.__doc__ = f"{suite.title} (IETF draft, section {suite.section}): {suite.summary}."
+    command.__doc__ = f"{suite.title} ({suite.reference}): {suite.summary}."
     if "repeat" in suite.params.model_fields:  # the suite's own --repeat (grid: runs of each cell) keeps the flag
         signature = inspect.signature(command, eval_str=True)
         kept = [p for p in signature.parameters.values() if p.name != "repeat"]

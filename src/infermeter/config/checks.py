@@ -246,15 +246,38 @@ def out_path(value: Any) -> Path:
     return path
 
 
-def report_file(value: Any) -> Path:
-    """Where a report file goes: a writable-looking path that is not a directory and not a file of a run."""
-    from infermeter.records import JOURNAL, LEDGER, RECORDS, RUN_JSON, SUMMARY
+def results_file(path: Path) -> str | None:
+    """What writing `path` would destroy: a file of the run, or of the test suite, in its directory (the path as
+    given or where its link leads); None when neither.  The one guard of every file a command writes where told."""
+    from infermeter.records import RUN_FILES, holds_run
+    from infermeter.suite_result import SUITE_FILES
 
+    for candidate in dict.fromkeys((path, path.resolve())):
+        folder = candidate.parent
+        if candidate.name in RUN_FILES and holds_run(folder):
+            return f"a file of the run in {folder}"
+        if candidate.name in SUITE_FILES and any((folder / name).is_file() for name in SUITE_FILES):
+            return f"a file of the test suite in {folder}"
+    return None
+
+
+def refuse_results_file(path: Path, shown: str | None = None) -> None:
+    """A one-line UserError when writing `path` would write over a run's or a suite's file; `shown`: the option as
+    given (`--out FILE`), else the path."""
+    what = results_file(path)
+    if what is not None:
+        raise UserError(f"{shown or path} is {what}: choose another file")
+
+
+def report_file(value: Any) -> Path:
+    """Where a report file goes: a writable-looking path that is not a directory and not a file of a run or suite."""
     path = out_path(value)
     if path.is_dir():
         raise ValueError(f"{path} is a directory: give a file name, e.g. {path / 'report.html'}")
-    if path.name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY) and (path.parent / RUN_JSON).is_file():
-        raise ValueError(f"{path} is a file of the run in {path.parent}: choose another file")
+    try:
+        refuse_results_file(path)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
     return path
 
 

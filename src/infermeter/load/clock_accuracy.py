@@ -44,7 +44,7 @@ MAX_FINE = 60  # the second pass: probes one after another across the predicted 
 PER_ANSWER_DATE = frozenset({"aiohttp", "nginx", "caddy", "go", "hyper"})
 CACHED_DATE_LAG_S = 1.5  # any other server: its Date may be a cached one, refreshed once a second at any phase
 CACHE_S = 900.0  # a measurement is reused for the same URL within this process for this long
-NO_HTTP = "the server answers gRPC only: no HTTP Date to bound its clock with (give --metrics-url, its HTTP port)"
+NO_HTTP = "the server answers gRPC only: no HTTP Date to bound its clock with"
 
 
 @dataclass(frozen=True)
@@ -279,8 +279,8 @@ async def clock_accuracy(url: str, http_url: str | None, headers: dict[str, str]
 
 
 async def measure_clock(target: RunTarget, headers: dict[str, str]) -> ClockAccuracy:
-    """clock_accuracy for a run's target: the OpenAI backend's URL answers HTTP; a gRPC target's --metrics-url, where
-    given, is its HTTP port."""
+    """clock_accuracy for a run's target: the OpenAI backend's URL answers HTTP; a gRPC target's HTTP port where it
+    is known (the embedded emulator's)."""
     if target.backend == "openai":
         return await clock_accuracy(target.url, target.url, headers)
     url = target.url if "://" in target.url else f"grpc://{target.url}"  # host:port, as grpc_target accepts it

@@ -114,7 +114,7 @@ def software_line(versions: list[SoftwareVersion]) -> str | None:
 
 async def disclose_software(sut: Sut, target: RunTarget, declared: dict[str, str], headers: dict[str, str]) -> None:
     """Fill `sut`'s software from --software and the server's own answer (an HTTP server: the OpenAI backend's URL,
-    or a gRPC target's --metrics-url); the embedded emulator's declaration stands as it is."""
+    or a gRPC target's HTTP port where known); the embedded emulator's declaration stands as it is."""
     if target.emulated:
         return
     versions = software_versions(declared, await server_versions(target.http_url or "", headers))

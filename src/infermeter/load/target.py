@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 
 class Endpoint(NamedTuple):
-    """Where the load goes (what `cli.app.target` yields): the target's address, what the embedded emulator declares
-    about itself ({} for a server at --url), and the HTTP base URL its /metrics are served at."""
+    """Where the load goes (what `python_api.endpoint.serving` yields): the target's address, what the embedded
+    emulator declares about itself ({} for a server at --url), and the HTTP base URL its /metrics are served at."""
 
     url: str
     sut: dict[str, Any]
@@ -59,7 +59,7 @@ class RunTarget:
 
     @property
     def http_url(self) -> str | None:
-        """Where the server answers plain HTTP: the OpenAI backend's URL, or a gRPC target's --metrics-url."""
+        """Where the server answers plain HTTP: the OpenAI backend's URL, or a gRPC target's HTTP port where known."""
         return self.url if self.backend == "openai" else self.metrics_url
 
 

@@ -371,6 +371,35 @@ def parse_deadlines(text: str) -> Deadlines:
     )
 
 
+@dataclass(frozen=True)
+class PerRequest:
+    """Each request's T (`gaps`), which requests have one (`keep`: ok, with a token), its deadlines met and missed,
+    and the decode gaps' layout when the count walked it (None: it walked D_p and D_d from the first token)."""
+
+    keep: np.ndarray
+    gaps: Ragged
+    counts: DeadlineCounts
+    decode: Layout | None
+
+    def index(self) -> np.ndarray:
+        """Each request's fluidity-index; NaN for a request without tokens (failed, or a one-body reply)."""
+        return np.where(self.keep, self.counts.fluidity(), np.nan)
+
+
+def per_request(
+    token_times: Ragged, submitted_at: np.ndarray, input_tokens: np.ndarray, ok: np.ndarray, deadlines: Deadlines
+) -> PerRequest:
+    """Algorithm 1 for each request under `deadlines`: against D_p and D_d, or, where no first-token deadline is
+    given, against the decode deadline from the second token on.  The summary's block and the export's rows both
+    count here."""
+    keep = ok & (token_times.lengths > 0)
+    t = request_gaps(token_times, submitted_at, keep)
+    if deadlines.ttft is None and deadlines.curve is None:  # no first-token deadline: decode deadlines only
+        decode = Layout(t, skip=1)
+        return PerRequest(keep, t, decode.counts(deadlines.tbt, deadlines.tbt), decode)
+    return PerRequest(keep, t, deadline_counts(t, deadlines.first(input_tokens), deadlines.tbt), None)
+
+
 MISS_CURVE_MS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100)
 CURVE_SAMPLE = 20_000
 
@@ -385,16 +414,11 @@ def fluidity_block(
     itl_s: np.ndarray,
 ) -> Fluidity:
     """summary.json's `fluidity` block (see DESIGN.md and the fluidity issue)."""
-    keep = ok & (token_times.lengths > 0)
-    t = request_gaps(token_times, submitted_at, keep)
-    decode = Layout(t, skip=1)
-    if deadlines.ttft is None and deadlines.curve is None:  # no first-token deadline: decode deadlines only
-        counts = decode.counts(deadlines.tbt, deadlines.tbt)
-    else:
-        counts = deadline_counts(t, deadlines.first(input_tokens), deadlines.tbt)
-    index = np.where(keep, counts.fluidity(), np.nan)
+    each = per_request(token_times, submitted_at, input_tokens, ok, deadlines)
+    keep, t, counts, index = each.keep, each.gaps, each.counts, each.index()
+    decode = each.decode if each.decode is not None else Layout(t, skip=1)
     min_dd = min_tbt_deadline(t, deadlines.target, layout=decode)
-    del decode
+    del decode, each  # the decode layout freed before the miss-rate curve lays out its own
     valid = min_dd[np.isfinite(min_dd)]
     p99_dd = float(np.percentile(valid, 99)) if len(valid) else None
     mean_tpot = float(np.nanmean(tpot_s)) if np.isfinite(tpot_s).any() else None

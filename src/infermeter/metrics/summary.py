@@ -1,9 +1,11 @@
-"""The run summary (summary.json): every metric over a run's records, as the Summary model (summary_model)."""
+"""The run summary (summary.json): every metric over a run's records, as the Summary model (summary_model), and a
+run directory's summary as every reader takes it (summary.json as written, or computed again from the records)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,7 @@ from infermeter.metrics import fairness, latency
 from infermeter.metrics.breakdowns import breakdowns
 from infermeter.metrics.columns import RecordColumns, distinct
 from infermeter.metrics.endpoint import endpoint_block
-from infermeter.metrics.fluidity import Deadlines, fluidity_block
+from infermeter.metrics.fluidity import Deadlines, fluidity_block, parse_deadlines
 from infermeter.metrics.goodput import meets_slo
 from infermeter.metrics.latency import INPUT_BUCKETS, ItlOption, bucket_label
 from infermeter.metrics.server_timing import server_timing
@@ -27,9 +29,11 @@ from infermeter.metrics.summary_model import (
     Stats,
     Summary,
     TtftBucket,
+    read_summary,
 )
 from infermeter.metrics.throughput import measurement_window, throughput
 from infermeter.records import STATUSES, failure_reason
+from infermeter.run_info import RunInfo
 from infermeter.units import MS_PER_S
 
 
@@ -116,6 +120,61 @@ def summarize(
         input_tokens=stats(np.where(ok, cols.input_tokens, np.nan)),
         **optional,
     )
+
+
+def run_summary(run_dir: Path, info: RunInfo) -> Summary:
+    """A run's summary: its summary.json as written; for a run that left none (stopped by a full disk, or killed),
+    computed from its records as `summary_of_run` does."""
+    stored = read_summary(run_dir)
+    return stored if stored is not None else summary_of_run(run_dir, info)
+
+
+def summary_of_run(
+    run_dir: Path,
+    info: RunInfo,
+    cols: RecordColumns | None = None,
+    itl_option: ItlOption | None = None,
+    slo: dict[str, float] | None = None,
+    deadlines: str | None = None,
+) -> Summary:
+    """The summary `infermeter report` computes from a run's records (`cols`: already read): under run.json's ITL
+    option, SLO (in seconds) and deadlines unless others are given ("": none), with the blocks the records alone
+    cannot give back taken from run.json and summary.json (`kept_blocks`)."""
+    cols = cols if cols is not None else RecordColumns.of_run(run_dir, info)
+    spec = deadlines if deadlines is not None else info.deadlines
+    summary = summarize(
+        cols,
+        itl_option or info.itl_option,
+        slo if slo is not None else dict(info.slo),
+        parse_deadlines(spec) if spec else None,
+    )
+    kept_blocks(summary, read_summary(run_dir), info)
+    return summary
+
+
+def kept_blocks(summary: Summary, stored: Summary | None, info: RunInfo) -> None:
+    """Blocks the records alone cannot give back: the client's health from run.json; from summary.json the
+    simulator's `sim` block, the server's metrics and energy, and ITL (with its source, and the goodput its max
+    pause decides) when only the endpoints of each stream were recorded."""
+    if info.client_health is not None:
+        summary.client_health = info.client_health
+    if stored is None:
+        return
+    if stored.sim is not None:
+        summary.sim = stored.sim
+    if stored.server_metrics is not None:
+        summary.server_metrics = stored.server_metrics
+    if stored.energy is not None:
+        summary.energy = stored.energy
+    if info.token_times == "endpoints":
+        summary.itl_ms, summary.jitter_ms, summary.max_pause_ms = stored.itl_ms, stored.jitter_ms, stored.max_pause_ms
+        if stored.goodput.slo == summary.goodput.slo:  # a max-pause bound judges each stream's longest pause,
+            summary.goodput = stored.goodput  # which only the simulation knew
+        summary.fluidity = stored.fluidity
+        if stored.itl_source is not None:
+            summary.itl_source = stored.itl_source
+        if stored.fluidity_note is not None:
+            summary.fluidity_note = stored.fluidity_note
 
 
 def _failures_by_reason(cols: RecordColumns) -> dict[str, int]:

@@ -4,13 +4,16 @@
 energy, the simulator's) and the keys some blocks only sometimes have are left out when they were never given,
 rather than written as null, so a summary read back and written again is the same document.  A summary.json
 without a version (written before versions) reads as this one.  The module imports only leaves of the package
-(errors, run_info), so the modules that fill a block (telemetry, the metrics scraper, the simulator) can build it.
+(errors, records, run_info), so the modules that fill a block (telemetry, the metrics scraper, the simulator) can
+build it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
@@ -468,3 +471,21 @@ def parse_summary(doc: object, where: str) -> Summary:
         return Summary.model_validate(doc)
     except ValidationError as exc:
         raise UserError(f"{where} is not a valid summary: {validation_problem(exc, SUMMARY_SCHEMA)}") from None
+
+
+def read_summary(run_dir: Path) -> Summary | None:
+    """A run directory's summary.json as written (any version this infermeter reads); None when the run left none
+    (it never finished); a damaged one is a one-line UserError naming the file."""
+    from infermeter.records import SUMMARY  # here: the records package loads pyarrow, which a summary needs not
+
+    path = run_dir / SUMMARY
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read ({exc.strerror})") from None
+    try:
+        return parse_summary(orjson.loads(data), str(path))
+    except orjson.JSONDecodeError as exc:
+        raise UserError(f"{path} is not a valid summary: {exc}") from None

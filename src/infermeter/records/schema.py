@@ -15,6 +15,7 @@ RECORDS = "records.parquet"
 JOURNAL = "records.journal.arrows"
 LEDGER = "sent.ledger"
 SUMMARY = "summary.json"
+RUN_FILES = (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY)  # a run directory's own files: nothing may write over them
 
 Status = Literal["ok", "error", "timeout", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(Status)

@@ -26,6 +26,7 @@ from infermeter.records.schema import (
     LEDGER,
     LEDGER_DTYPE,
     RECORDS,
+    RUN_FILES,
     RUN_JSON,
     SCHEMA,
     SUMMARY,
@@ -65,7 +66,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 def holds_run(run_dir: Path) -> bool:
     """Whether a directory already holds a run (or the start of one) that writing there would overwrite."""
-    return any((run_dir / name).exists() for name in (RUN_JSON, RECORDS, JOURNAL, LEDGER, SUMMARY))
+    return any((run_dir / name).exists() for name in RUN_FILES)
 
 
 def claim_run_dir(run_dir: Path, info: RunInfo) -> None:

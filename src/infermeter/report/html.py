@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jinja2
 import orjson
+from markupsafe import Markup
 
 from infermeter import __version__
 from infermeter.errors import UserError
@@ -46,7 +47,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 {% for b in doc.banners %}<div class="banner">{{ b }}</div>{% endfor %}
 {% for section in doc.sections %}{{ render_section(section, 2) }}{% endfor %}
 <p id="render-error"></p>
-<footer class="tnote">Written by infermeter {{ version }}; plots drawn offline with plotly.js {{ plotly_version }}.
+<footer class="tnote">Written by infermeter {{ version }}
+{%- if figures %}; plots drawn offline with plotly.js {{ plotly_version }}{% endif %}.
 </footer>
 </main>
 {% if figures %}
@@ -101,15 +103,15 @@ SECTION = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=Tr
 )
 
 
-def _class(cell: str) -> str:
-    """Right-align figures; colour a compliance status."""
+def _class(cell: str) -> Markup:
+    """Right-align figures; colour a compliance status (markup of our own, so that autoescape keeps its quotes)."""
     text = str(cell).strip()
     if text in ("met", "significant"):
-        return ' class="met"'
+        return Markup(' class="met"')
     if text == "NOT MET":
-        return ' class="unmet"'
+        return Markup(' class="unmet"')
     head = text.replace(".", "", 1).replace("-", "", 1).replace("+", "", 1)[:1]
-    return ' class="num"' if head.isdigit() else ""
+    return Markup(' class="num"' if head.isdigit() else "")
 
 
 @functools.cache

@@ -77,8 +77,9 @@ class CapacitySearch:
     def run(self, endpoint: Endpoint, on_probe: Callable[[ProbeResult], None]) -> CapacityResult:
         """The search against `endpoint`, each probe a full run kept in the search's directory."""
         from infermeter.conduct.run import conduct
+        from infermeter.event_loop import run_async
         from infermeter.suites.capacity import search
-        from infermeter.suites.lab import STOP_CODES, run_async
+        from infermeter.suites.lab import STOP_CODES
 
         def run_probe(rate: float, run_dir: Path) -> None:
             cfg = self.probe_config(rate)

@@ -10,14 +10,13 @@ from typing import Any
 
 from infermeter import resumable
 from infermeter.errors import UserError
-from infermeter.records import holds_run
+from infermeter.records import RUN_JSON, holds_run
 from infermeter.run_info import wall_clock_iso
-from infermeter.suite_result import SUITE_JSON, RunRef, SuiteResult
+from infermeter.suite_result import SUITE_JSON, SUITE_SETTINGS, RunRef, SuiteResult
 from infermeter.suites.disclosures import common_requirements
 from infermeter.suites.framework import Suite, SuiteParams, verdict
-from infermeter.suites.lab import Lab
+from infermeter.suites.lab import RUNS, Lab
 
-SETTINGS = "suite-settings.json"  # what the runs were measured under: a resumed suite must be the same suite
 REPEAT = "repeat-"  # `infermeter test NAME --repeat N` keeps each repeat as a whole suite directory, OUT/repeat-K
 
 
@@ -30,13 +29,15 @@ def repeat_dirs(path: Path) -> list[Path]:
     return [p for k, p in sorted((int(k), p) for k, p in found if re.fullmatch(r"[0-9]+", k))]
 
 
-def claim_suite_dir(out: Path, settings: dict[str, Any], what: str) -> bool:
-    """Start a suite in `out`, or resume the one there if it has the same settings; True when resuming."""
+def claim_suite_dir(out: Path, settings: dict[str, Any], what: str, shown: str | None = None) -> bool:
+    """Start a suite in `out`, or resume the one there if it has the same settings; True when resuming.  `shown`:
+    how the caller gave `out` (default `--out OUT`; the Python API's `out='OUT'`)."""
+    shown = shown or f"--out {out}"
     if holds_run(out):
-        raise UserError(f"--out {out} holds a single run, not a test suite: choose another directory")
-    if not (out / SETTINGS).exists() and out.is_dir() and any(out.iterdir()):
-        raise UserError(f"--out {out} is not empty and holds no test suite: choose a new directory")
-    return resumable.claim(out, SETTINGS, settings, what)
+        raise UserError(f"{shown} holds a single run, not a test suite: choose another directory")
+    if not (out / SUITE_SETTINGS).exists() and out.is_dir() and any(out.iterdir()):
+        raise UserError(f"{shown} is not empty and holds no test suite: choose a new directory")
+    return resumable.claim(out, SUITE_SETTINGS, settings, what)
 
 
 def execute(suite: Suite, lab: Lab, params: SuiteParams, quick: bool, command: str) -> SuiteResult:
@@ -87,7 +88,6 @@ def load_result(suite_dir: Path) -> SuiteResult:
     """A finished suite's suite.json; a damaged or foreign one is a one-line error naming the file."""
     from pydantic import ValidationError
 
-    from infermeter.errors import UserError
     from infermeter.run_info import validation_problem
 
     path = suite_dir / SUITE_JSON
@@ -97,3 +97,16 @@ def load_result(suite_dir: Path) -> SuiteResult:
         raise UserError(f"{path} cannot be read ({exc.strerror})") from None
     except ValidationError as exc:
         raise UserError(f"{path} is not a valid suite result: {validation_problem(exc, SUITE_JSON)}") from None
+
+
+def suite_run_dirs(suite_dir: Path, result: SuiteResult) -> dict[str, Path]:
+    """Where each of a suite's runs is, by its key, for the runs that are there: in the suite's own directory
+    (SUITE/runs/KEY, where the suite wrote it: the suite may have been moved or copied since), else where suite.json
+    recorded it (a directory holding run.json).  A run in neither place is left out: the caller says what that means."""
+    found = {}
+    for ref in result.runs:
+        for candidate in (suite_dir / RUNS / ref.key, Path(ref.run_dir)):
+            if (candidate / RUN_JSON).is_file():
+                found[ref.key] = candidate
+                break
+    return found

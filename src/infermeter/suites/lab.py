@@ -5,7 +5,6 @@ and the target is the given URL or an embedded emulator kept running while conse
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 from contextlib import AbstractContextManager
@@ -20,11 +19,11 @@ from infermeter.config.sections import DATASET_FIELDS
 from infermeter.emulator.config import EmulatorConfig
 from infermeter.emulator.declaration import sut_declaration
 from infermeter.errors import ExitCode, Stopped, UserError
+from infermeter.event_loop import run_async
 from infermeter.load.target import Endpoint
-from infermeter.metrics import RecordColumns, Summary, summarize
-from infermeter.metrics.fluidity import parse_deadlines
-from infermeter.metrics.summary_model import parse_summary
-from infermeter.records import RECORDS, SUMMARY, read_run_info
+from infermeter.metrics import RecordColumns, Summary
+from infermeter.metrics.summary import run_summary
+from infermeter.records import RECORDS, read_run_info
 from infermeter.run_info import RunInfo
 from infermeter.workload.spec import WorkloadSpec
 
@@ -68,15 +67,7 @@ class Run:
 def read_run(key: str, label: str, run_dir: Path, reused: bool) -> Run:
     """A finished run directory as a Run (its summary.json, or the summary computed again when it has none)."""
     info = read_run_info(run_dir)
-    path = run_dir / SUMMARY
-    if path.is_file():
-        import orjson
-
-        summary = parse_summary(orjson.loads(path.read_bytes()), str(path))
-    else:
-        deadlines = parse_deadlines(info.deadlines) if info.deadlines else None
-        summary = summarize(RecordColumns.of_run(run_dir, info), info.itl_option, info.slo, deadlines)
-    return Run(key, label, run_dir, summary, info, reused)
+    return Run(key, label, run_dir, run_summary(run_dir, info), info, reused)
 
 
 class Lab:
@@ -216,15 +207,6 @@ class Lab:
         url = process.grpc_target if cfg.target.backend == "grpc" and process.grpc_target else process.url
         self._running = (key, Endpoint(url, sut_declaration(emu), process.url))
         return self._running[1]
-
-
-def run_async(coro: Any) -> Any:
-    """A run on uvloop when available, as the CLI runs them."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def with_dataset(dataset: Path | None, workload: dict[str, Any]) -> dict[str, Any]:

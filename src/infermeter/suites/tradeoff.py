@@ -18,7 +18,7 @@ from infermeter.errors import UserError
 from infermeter.metrics.curves import knee_point, optimal_point, saturation_point
 from infermeter.report.tables import fmt_ms, fmt_pct
 from infermeter.report.text_plot import curve
-from infermeter.suite_result import SUITE_JSON, Analysis, Requirement, SuiteResult, Table
+from infermeter.suite_result import SUITE_JSON, Analysis, Requirement, Table
 from infermeter.suites.charts import percentile_traces
 from infermeter.suites.common import at_least, from_flag, headline, not_verifiable, requirement
 from infermeter.suites.lab import Lab
@@ -38,10 +38,14 @@ a knee or saturation judgment resting on such a level is printed with a sample-s
 
 def from_suite(path: Path, figure: str) -> float:
     """A figure of a finished suite's suite.json (e.g. a `throughput` suite's sustainable rate)."""
+    from infermeter.suites.execute import load_result
+
+    if not (path / SUITE_JSON).is_file():
+        raise UserError(f"--from {path}: no finished test suite there (it has no {SUITE_JSON})")
     try:
-        result = SuiteResult.model_validate_json((path / SUITE_JSON).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--from {path}: no finished test suite there ({type(exc).__name__})") from None
+        result = load_result(path)
+    except UserError as exc:
+        raise UserError(f"--from {path}: {exc}") from None
     value = result.analysis.figures.get(figure)
     if not isinstance(value, int | float) or value <= 0:
         raise UserError(f"--from {path}: its '{result.suite}' test found no {figure.replace('_', ' ')}")

@@ -100,9 +100,9 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
         lab.console.print(f"calibration: reused {path}", highlight=False)
         return load_engine_config(path)
     from infermeter.engine.probe_fit import fit_engine
+    from infermeter.event_loop import run_async
     from infermeter.load.target import resolve_target
     from infermeter.suites.calibration import FULL, QUICK, probe_server
-    from infermeter.suites.lab import run_async
 
     endpoint = lab.endpoint()
     url, sut, metrics_url = endpoint
