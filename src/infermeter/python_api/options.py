@@ -35,11 +35,6 @@ class Fields:
         return [n for n in self.section.model_fields if self.only is None or n in self.only]
 
 
-def option_names(fields: Sequence[Fields]) -> list[str]:
-    """Every option the tables give, in their order."""
-    return [name for f in fields for name in f.names()]
-
-
 def given_from(
     options: Mapping[str, Any], fields: Sequence[Fields], function: str, command: str, own: Iterable[str] = ()
 ) -> Given:
