@@ -1,8 +1,9 @@
 """Shared fixtures: a small set of records whose every metric is computed by hand in the tests, and one quick
 tradeoff suite against the embedded emulator that the suite, browser and comparison tests all read (a minute of
 real clock, made once per session).  And the two tiers: `pytest` runs the first (minutes); `pytest --second-tier`
-runs what only a long or real-server run can show: `SECOND_TIER_TESTS` below and llama.cpp's tests under
-`integration/` (last, so that `.ci/run` can build llama.cpp meanwhile)."""
+runs what only a long or real-server run can show: `SECOND_TIER_TESTS` below, and llama.cpp's and vLLM's tests under
+`integration/` (last, so that `.ci/run` can build llama.cpp and install vLLM meanwhile; README runs them in a pytest
+of their own, one at a time, after the others ran several at a time under pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from infermeter.records import RequestRecord
 
-SECOND_TIER = Path(__file__).parent / "integration"  # against llama.cpp's servers: minutes each, and a build
+SECOND_TIER = Path(__file__).parent / "integration"  # against llama.cpp's and vLLM's servers: minutes each
 
 FAULT = "tests/faults/test_stream_faults.py::test_a_fault_ends_its_requests_records_and_the_run_goes_on["
 SHAPE = "tests/faults/test_stream_faults.py::test_valid_stream_shapes_are_read_as_the_plain_stream["
@@ -122,6 +123,10 @@ SECOND_TIER_TESTS: dict[str, str] = {
 }
 
 
+# session fixtures that take a minute of real clock to make: the tests that read one run on the same xdist worker
+SHARED_FIXTURES = frozenset({"tradeoff_suite", "groups", "run_dir"})
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--second-tier", action="store_true", help="run the second tier (see tests/conftest.py)")
 
@@ -144,6 +149,7 @@ def second_tier(item: pytest.Item) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tier asked for; the second tier runs llama.cpp's tests last.  A prefix of `SECOND_TIER_TESTS` that
     names no test of a whole-suite collection is an error, so the table cannot drift from the tests."""
@@ -157,6 +163,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         (kept if second_tier(item) == wanted else dropped).append(item)
+        shared = SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if shared:  # under pytest-xdist's --dist loadgroup, one worker makes each session fixture once
+            item.add_marker(pytest.mark.xdist_group(sorted(shared)[0]))
     config.hook.pytest_deselected(items=dropped)
     kept.sort(key=lambda item: SECOND_TIER in item.path.parents)
     items[:] = kept

@@ -599,6 +599,7 @@ MEASURING = (
     "infermeter.suites.capacity.search",
     "infermeter.suites.prefill.profile_prefill",
     "infermeter.suites.calibration.probe_server",
+    "infermeter.load.target.list_models",  # asking the server what it serves: its first request
     "infermeter.suites.execute.execute",
     "infermeter.metrics.compared.group_runs",
     "infermeter.catalog.groups.series_of",  # runs check: one run is one group, refused only after every option

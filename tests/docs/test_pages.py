@@ -230,7 +230,10 @@ def test_readme_keeps_what_ci_runs_and_its_links_resolve():
     assert first[0] == (
         'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/python -m pytest   # run the tests'
     )
-    assert second[0] == ".venv/bin/python -m pytest --second-tier   # run the second tier"
+    assert second[0] == (
+        ".venv/bin/python -m pytest --second-tier -n 3 --dist loadgroup --ignore=tests/integration && "
+        ".venv/bin/python -m pytest --second-tier tests/integration   # run the second tier"
+    )
     links = re.findall(r"\]\((docs/[^)#]+)", readme)
     assert len(links) > 20
     for link in links:

@@ -9,8 +9,16 @@ import yaml
 from infermeter.engine.config import EngineConfig, load_engine_config, save_engine_config
 from infermeter.engine.probe_fit import fit_engine
 from infermeter.report.calibration import true_value
+from infermeter.sim.predict import METRICS, unreliable
 from tests.cli import infermeter
 from tests.engine.test_probe_fit import TRUE, noisy, probe
+
+
+def prediction_rows(text: str) -> list[list[str]]:
+    """The rows of predict's table of predicted figures (metric, predicted, interval, calibration)."""
+    names = {f"{m} P{q}" for m in METRICS for q in (50, 99)}
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line[:1] == "|"]
+    return [c for c in cells if len(c) == 4 and c[0] in names]
 
 
 def test_predict_repeats_a_poor_fits_warning_and_gives_intervals(tmp_path):
@@ -24,6 +32,13 @@ def test_predict_repeats_a_poor_fits_warning_and_gives_intervals(tmp_path):
     assert p.returncode == 0, p.stderr
     assert f"warning (calibration): {warning}" in p.stdout
     assert "Prediction intervals (ms)" in p.stdout
+    # held-out error over 15%: said first, and beside every predicted figure, and in the run's notes
+    caveat = unreliable(engine.calibration)
+    assert caveat is not None and caveat.startswith("unreliable: the calibration misses held-out probes by over 15%")
+    assert p.stdout.splitlines()[0] == f"warning: every figure below is {caveat}"
+    figures = prediction_rows(p.stdout)
+    assert len(figures) == 8 and all(r[-1] == caveat for r in figures), figures
+    assert f"- every figure of this prediction is {caveat}" in infermeter("report", tmp_path / "run").stdout
     doc = orjson.loads((tmp_path / "run" / "intervals.json").read_bytes())
     rows = {(i["metric"], i["q"]): i for i in doc["intervals_ms"]}
     summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
@@ -39,7 +54,10 @@ def test_predict_from_a_good_fit_prints_no_warning(tmp_path):
         "--workload", "synthetic-uniform", "--out", tmp_path / "run",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
-    assert "warning" not in p.stdout
+    assert "warning" not in p.stdout and "unreliable" not in p.stdout
+    figures = prediction_rows(p.stdout)
+    assert len(figures) == 8 and all(r[-1].startswith("held-out error") for r in figures), figures
+    assert all(r[-1].endswith("at most (within 15%)") for r in figures), figures
 
 
 # decode cost 3 ms x b ** 0.6 over an 8 ms step: at batch 32 the batch adds 24 ms, three times the fixed cost (steps

@@ -17,12 +17,15 @@ def test_decode_points_group_gaps_by_the_batch_streaming():
     # two requests decode together in 10 ms steps (both tokens at each step's end), then B goes on alone in 8 ms
     a = np.arange(6) * 0.010 + 0.100
     b = np.concatenate([a, a[-1] + np.arange(1, 7) * 0.008])
-    points = {p.batch: p for p in decode_points([a, b], [100, 300])}
+    points = {p.batch: p for p in decode_points([a, b], [100, 300], min_gaps=4)}
     assert set(points) == {1, 2}
     assert points[2].step_s == pytest.approx(0.010) and points[2].gaps == 10
     assert points[1].step_s == pytest.approx(0.008) and points[1].gaps == 6
     # at the first gap's midpoint each has 1 token: 101 + 301; the batch-2 points average the 5 gaps' contexts
     assert points[2].context_tokens == pytest.approx(np.mean([2 * k + 402 for k in range(5)]))
+    # by default a batch size held for fewer than 16 gaps (here 10 and 6) says too little: each step may hold a
+    # request's arrival or last reply
+    assert decode_points([a, b], [100, 300]) == []
 
 
 def test_a_gap_holding_another_requests_prefill_is_left_out():
@@ -30,8 +33,8 @@ def test_a_gap_holding_another_requests_prefill_is_left_out():
     late = np.asarray([0.0545, 0.0645, 0.0745, 0.0845])  # arrived mid-stream: its first token ends a prefill step
     a_stalled = a.copy()
     a_stalled[5:] += 0.030  # A's gap 4 -> 5 held that prefill
-    points = decode_points([a_stalled, late], [10, 10])
-    assert all(p.step_s < 0.02 for p in points), points
+    points = decode_points([a_stalled, late], [10, 10], min_gaps=4)
+    assert points and all(p.step_s < 0.02 for p in points), points
 
 
 def test_streaming_peak_counts_requests_between_first_and_last_token():
@@ -278,8 +281,8 @@ def test_a_gap_overlapping_another_requests_prefill_is_left_out_when_sending_tim
     holding that first token."""
     first = np.array([0.0, 0.010, 0.020, 0.030, 0.080, 0.110, 0.120, 0.130, 0.140, 0.150, 0.160])  # 80: a chunk
     other = np.array([0.100, 0.110, 0.120, 0.130, 0.140, 0.150, 0.160, 0.170])
-    without = decode_points([first, other], [10, 10])
-    with_sent = decode_points([first, other], [10, 10], sent=[-0.010, 0.0])
+    without = decode_points([first, other], [10, 10], min_gaps=4)
+    with_sent = decode_points([first, other], [10, 10], sent=[-0.010, 0.0], min_gaps=4)
     alone = next(p for p in without if p.batch == 1)
     assert alone.step_s > 0.015  # the 50 ms gap counted as a decode step
     assert [p.batch for p in with_sent] == [2] and with_sent[0].step_s == pytest.approx(0.010), with_sent

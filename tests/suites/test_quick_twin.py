@@ -12,7 +12,7 @@ from infermeter.engine.calibration import Calibration, FitQuality, ParameterFit,
 from infermeter.engine.config import EngineConfig, load_engine_config
 from infermeter.report.calibration import findings, interval_table, parameter_table, policy_table, quality_table
 from infermeter.report.tables import fmt_ms
-from infermeter.sim.predict import METRICS, FigureInterval, bound_engines
+from infermeter.sim.predict import METRICS, FigureInterval, bound_engines, trust, unreliable
 from infermeter.suites.lab import read_run
 from tests.cli import suite_result
 
@@ -60,8 +60,12 @@ def test_twin_calibrates_predicts_and_measures_one_load(tmp_path: Path) -> None:
     assert arrivals is not None and arrivals.rate == float(f"{capacity * 0.5:.4g}")
     predicted = read_run("p", "", out / "predicted" / "load-50pct", reused=True).summary
     banded = bound_engines(engine) is not None
-    rows = tables["Predicted against measured, per load"].rows
+    table = tables["Predicted against measured, per load"]
+    rows = table.rows
     assert len(rows) == 2 * len(METRICS) + 1  # P50 and P99 of each metric, then the paired TTFT error
+    # beside every figure, what the calibration says of it: unreliable where a fit missed held-out probes by > 15%
+    assert table.headers[-1] == "Calibration" and {r[-1] for r in rows} == {trust(cal)}
+    assert f["calibration_unreliable"] is (unreliable(cal) is not None)
     for row in rows[:-1]:
         label, q = row[1].split(" P")
         pred = getattr(predicted, METRICS[label]).percentile(int(q))

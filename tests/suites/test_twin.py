@@ -52,6 +52,8 @@ def test_calibrate_recovers_an_engine_it_was_not_told(calibrated):
     assert engine.scheduler.name == "continuous"
     assert engine.calibration.prefill_mixing.startswith("separate")
     assert "iteration_model.per_prefill_token" in p.stdout and "Which scheduling policy" in p.stdout
+    # the emulator's own HTTP path takes little from its steps: the loops and the newcomer say how little
+    assert "closed loops and newcomers" in p.stdout and "- not seen from outside: " in p.stdout
 
 
 def load_engine_config_from(data):

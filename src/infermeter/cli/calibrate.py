@@ -77,10 +77,10 @@ def calibrate(
         _grid(grid_csv)
         return
     from infermeter.engine.config import save_engine_config
-    from infermeter.engine.probe_fit import fit_engine
     from infermeter.load.target import resolve_target
     from infermeter.python_api.endpoint import serving
     from infermeter.python_api.preflight import api_key
+    from infermeter.sim.probe_engine import engine_from_probe
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     tokenizer = Workload.from_options(given.get("workload", {})).tokenizer
@@ -107,7 +107,7 @@ def calibrate(
                 endpoint.metrics_url,
             )
         )
-    engine = fit_engine(probe)
+    engine = engine_from_probe(probe)
     save_engine_config(engine, out)
     _print_calibration(engine, emu.engine if emu is not None else None)
     print(f"\nwrote {out}: infermeter predict --engine {out} --rate R  (or sim --config / serve --config {out})")
@@ -130,5 +130,7 @@ def _print_calibration(engine: EngineConfig, truth: EngineConfig | None) -> None
         print(f"- {line}")
     for note in cal.notes:
         print(f"  note: {note}")
+    for line in cal.unseen:
+        print(f"- not seen from outside: {line}")
     for line in cal.warnings:
         print(f"warning: {line}")

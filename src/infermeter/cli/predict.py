@@ -101,17 +101,28 @@ def _print_prediction(
     from infermeter.records import read_run_info
     from infermeter.report.calibration import interval_table
     from infermeter.report.console import full_report, sim_table
+    from infermeter.sim.predict import METRICS, FigureInterval, trust, unreliable
 
+    cal = cfg.calibration
+    caveat = unreliable(cal)
+    if caveat is not None:
+        print(f"warning: every figure below is {caveat}")
     print(full_report(summary, read_run_info(out)))
     print()
     print(sim_table(summary))
+    if intervals is None and cal is not None:  # no band to carry: each figure alone, with what its calibration says
+        intervals = [
+            FigureInterval(metric=label, q=q, predicted=getattr(summary, field).percentile(q), low=None, high=None,
+                           caveat=caveat)
+            for label, field in METRICS.items()
+            for q in (50, 99)
+        ]  # fmt: skip
+        print("\nno prediction interval: the calibration held no probe out of its fits (too few were measured)")
     if intervals is not None:
         print()
-        print(interval_table(intervals))
-    elif cfg.calibration is not None:
-        print("\nno prediction interval: the calibration held no probe out of its fits (too few were measured)")
-    if cfg.calibration is not None:
-        for line in cfg.calibration.warnings:
+        print(interval_table(intervals, trust(cal) if cal is not None else None))
+    if cal is not None:
+        for line in cal.warnings:
             print(f"warning (calibration): {line}")
     if outcome.bins is not None:
         print(f"\n{outcome.bins.describe()}")

@@ -55,8 +55,11 @@ class ScaledLatency:
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
         return self.inner.step_time(prefill_tokens, decode_seqs, context_tokens, prefill_pairs) / self.speed
 
-    def after_requests(self, finished: int) -> float:
-        return self.inner.after_requests(finished) / self.speed
+    def after_requests(self, finished: int, prompt_tokens: int = 0) -> float:
+        return self.inner.after_requests(finished, prompt_tokens) / self.speed
+
+    def arrival_cost(self, prompt_tokens: int) -> float:
+        return self.inner.arrival_cost(prompt_tokens) / self.speed
 
 
 @dataclass

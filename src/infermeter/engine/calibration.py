@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-DECODE_FIT, PREFILL_FIT = "decode steps", "isolated TTFT"  # the calibration's two fits, by what they were fitted to
+DECODE_FIT, PREFILL_FIT = "decode steps", "isolated TTFT"  # the calibration's fits, by what they were fitted to
+LOAD_FIT, TOGETHER_FIT = "closed loops and newcomers", "prompts sent together"
 HELD_OUT_MAX = 0.15  # a fit whose held-out probes it misses by more (RMS of relative errors) is a warning
 R2_MIN = 0.9  # a fit explaining less of its measurements' variance is a warning (where they vary beyond noise)
 
@@ -67,6 +68,7 @@ class Calibration(BaseModel):
     notes: list[str] = Field(default_factory=list)
     fits: list[FitQuality] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # poor fits: predict repeats them beside its tables
+    unseen: list[str] = Field(default_factory=list)  # mechanisms a black-box probe cannot see, and what is assumed
 
     def band(self, fit: str) -> tuple[float, float] | None:
         """A fit's held-out relative error band (lowest, highest), or None where nothing was held out."""

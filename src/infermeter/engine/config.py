@@ -106,6 +106,9 @@ class EngineConfig(BaseModel):
             "iteration_model.per_decode_seq": (it.per_decode_seq, 0.0, False),
             "iteration_model.per_context_token": (it.per_context_token, 0.0, False),
             "iteration_model.per_request": (it.per_request, 0.0, False),
+            "iteration_model.per_request_token": (it.per_request_token, 0.0, False),
+            "iteration_model.per_arrival": (it.per_arrival, 0.0, False),
+            "iteration_model.per_arrival_token": (it.per_arrival_token, 0.0, False),
             "iteration_model.batch_exponent": (it.batch_exponent, 0.0, True),
         }
         if it.batch_exponent > MAX_BATCH_EXPONENT:

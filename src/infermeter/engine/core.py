@@ -28,6 +28,8 @@ class EngineCore:
         self.state = EngineState(latency, KVMemory(capacity_tokens, block_size), engine_id)
         self.current: Step | None = None
         self.busy_time = 0.0
+        # whether arrivals cost the engine anything (most models: none, and the hot path skips them)
+        self.arrival_costs = latency.arrival_cost(1) > 0 or latency.arrival_cost(0) > 0
 
     @property
     def engine_id(self) -> int:
@@ -62,6 +64,9 @@ class EngineCore:
         if -(-(req.prompt + req.output) // memory.block_size) > memory.total:  # `rejection`, inlined: a hot path
             return self.rejection(req)
         self.scheduler.enqueue(req)
+        if self.arrival_costs and self.current is not None:  # it arrived during a step: the next starts later
+            state = self.state
+            state.busy_until = max(state.busy_until, self.current.end) + state.latency.arrival_cost(req.prompt)
         return None
 
     @property

@@ -65,12 +65,14 @@ def _weighted_sse(fit: DecodeFit, b: np.ndarray, ctx: np.ndarray, y: np.ndarray,
 
 def _held_out_by_batch(b: np.ndarray, ctx: np.ndarray, y: np.ndarray, w: np.ndarray, e: float) -> HeldOut:
     """Each batch size left out in turn: the model fitted to the others predicts its steps."""
-    errors = []
+    errors, weights = [], []
     for size in np.unique(b):
         out = b == size
         fold = _fit_decode_at(b[~out], ctx[~out], y[~out], w[~out], e)
         errors.append((fold.step(b[out], ctx[out]) - y[out]) / y[out])
-    return HeldOut("each batch size's decode steps, fitted on the other sizes", np.concatenate(errors))
+        weights.append(w[out] ** 2)  # the gaps each step time averages, as the fit weighs them
+    return HeldOut("each batch size's decode steps, fitted on the other sizes", np.concatenate(errors),
+                   np.concatenate(weights))  # fmt: skip
 
 
 def fit_decode(points: list[DecodePoint]) -> DecodeFit:

@@ -156,7 +156,9 @@ class IterationLevel(ABC):
             engine.memory.release(r.blocks)
             r.blocks = 0
         if step.finished:
-            engine.busy_until = step.end + engine.latency.after_requests(len(step.finished))
+            prompts = sum(r.prompt for r in step.finished)
+            after = engine.latency.after_requests(len(step.finished), prompts)
+            engine.busy_until = max(engine.busy_until, step.end) + after  # arrivals during the step may have added
         return step.finished
 
 

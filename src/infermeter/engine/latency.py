@@ -35,8 +35,14 @@ class LatencyModel(Protocol):
         to) pairs its prefill chunks compute (`attention_pairs`)."""
         ...
 
-    def after_requests(self, finished: int) -> float:
-        """Seconds the engine still works after `finished` requests completed, before its next step."""
+    def after_requests(self, finished: int, prompt_tokens: int = 0) -> float:
+        """Seconds the engine still works after `finished` requests holding `prompt_tokens` in all completed, before
+        its next step."""
+        ...
+
+    def arrival_cost(self, prompt_tokens: int) -> float:
+        """Seconds a request with `prompt_tokens` takes from the engine when it arrives during a step (the next one
+        starts that much later)."""
         ...
 
 
@@ -65,7 +71,10 @@ class BatchModel:
     def batch_time(self, b: int, max_len: int, prompt_tokens: int) -> float:
         return self.alpha + self.beta * max_len * self.h(b)
 
-    def after_requests(self, finished: int) -> float:
+    def after_requests(self, finished: int, prompt_tokens: int = 0) -> float:
+        return 0.0
+
+    def arrival_cost(self, prompt_tokens: int) -> float:
         return 0.0
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: int = 0) -> float:
@@ -104,8 +113,15 @@ class IterationModel:
     per_decode_seq: float = 0.03 * S_PER_MS
     per_context_token: float = 4e-5 * S_PER_MS
     # engine time after each request completes, before the next step (a server serving one at a time spends it
-    # between requests: detokenizing, releasing its slot); 0 for the GPU engines modelled by default
+    # between requests: detokenizing, releasing its slot; an API server sharing the engine's CPU, its work for the
+    # request's arrival and last reply); 0 for the GPU engines modelled by default
     per_request: float = 0.0
+    # ... and per token of its prompt (an API server sharing the engine's CPU parses and tokenizes each prompt)
+    per_request_token: float = 0.0
+    # engine time each request's arrival takes while a step runs (an API server sharing the engine's CPU parses and
+    # tokenizes the request meanwhile): the next step starts that much later; and per token of its prompt
+    per_arrival: float = 0.0
+    per_arrival_token: float = 0.0
     # how the decode cost grows with the batch: per_decode_seq * b ** batch_exponent.  1 is linear (sampling and
     # bookkeeping per sequence); below 1 the batch's rows share the weight reads and kernel launches, as a small
     # model's step on a GPU or a CPU does until compute saturates
@@ -132,8 +148,11 @@ class IterationModel:
             + self.per_context_token * context_tokens
         )
 
-    def after_requests(self, finished: int) -> float:
-        return self.per_request * finished
+    def after_requests(self, finished: int, prompt_tokens: int = 0) -> float:
+        return self.per_request * finished + self.per_request_token * prompt_tokens
+
+    def arrival_cost(self, prompt_tokens: int) -> float:
+        return self.per_arrival + self.per_arrival_token * prompt_tokens
 
     def ttft(self, b: int, prompt_tokens: int) -> float:
         each = prompt_tokens // max(b, 1)  # b prompts of equal length prefilled together

@@ -70,10 +70,13 @@ class HeldOut:
 
     what: str  # which measurements were held out, in words
     errors: np.ndarray  # each held-out measurement's (predicted - measured) / measured
+    weights: np.ndarray | None = None  # how much each measurement says (the gaps a decode step averages); None: alike
 
     @property
     def rms(self) -> float:
-        return float(np.sqrt(np.mean(self.errors**2))) if len(self.errors) else float("nan")
+        if not len(self.errors):
+            return float("nan")
+        return float(np.sqrt(np.average(self.errors**2, weights=self.weights)))
 
     @property
     def band(self) -> tuple[float, float]:

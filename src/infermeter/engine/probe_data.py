@@ -41,6 +41,16 @@ class Interference(BaseModel):
 
     offset_s: float  # the running request's token nearest the newcomer's first token, minus that first token
     step_s: float  # the running request's median inter-token gap: what the offset is judged against
+    # the scene, for the simulator to replay (None in probes of earlier versions): the running request's prompt and
+    # output, the newcomer's prompt and when it was sent after the running one, and the running request's longest
+    # gap between the newcomer's sending and its first token (a prefill in one step stalls it for the whole prompt,
+    # chunks of a small budget only a chunk at a time)
+    running_prompt: int | None = None
+    running_output: int | None = None
+    prompt_tokens: int | None = None
+    delay_s: float | None = None
+    stall_s: float | None = None
+    newcomer_ttft_s: float | None = None  # the newcomer's TTFT, beside the running request
 
 
 class Turnaround(BaseModel):
@@ -48,6 +58,26 @@ class Turnaround(BaseModel):
 
     prompt_tokens: int = Field(gt=0)
     seconds: float
+
+
+class SentTogether(BaseModel):
+    """Long prompts sent at once to an idle server: each one's TTFT, in order.  A token budget per step smaller than
+    their sum prefills them a step or more apart; a larger one, together."""
+
+    prompt_tokens: int = Field(gt=0)
+    ttfts_s: list[float] = Field(min_length=2)
+
+
+class ClosedLoop(BaseModel):
+    """`concurrency` requests kept in flight (each completion sends the next) until `requests` were sent: the server at
+    saturation, where whatever it spends per request beyond its engine steps (the API's work for a request's arrival
+    and its last reply, on the engine's CPU) costs throughput."""
+
+    prompt_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    concurrency: int = Field(gt=0)
+    requests: int = Field(gt=0, description="requests sent, every one completed")
+    duration_s: float = Field(gt=0, description="from the first sending to the last completion")
 
 
 class ProbeData(BaseModel):
@@ -64,5 +94,7 @@ class ProbeData(BaseModel):
     kv_capacity_tokens: int | None = None
     kv_capacity_source: str = "not measured"
     prefix_cache: PrefixCacheProbe | None = None
+    closed_loops: list[ClosedLoop] = Field(default_factory=list)
+    together: list[SentTogether] = Field(default_factory=list)
     duration_s: float = 0.0
     notes: list[str] = Field(default_factory=list)

@@ -159,8 +159,15 @@ def _mixing(probe: ProbeData, mixed: bool | None) -> str:
     )
 
 
-def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConfig:
-    """The engine configuration that explains the probe: `base`'s other settings kept."""
+def policy_budgets(probe: ProbeData) -> list[int | None]:
+    """The prefill policies `fit_engine` weighs, by their chunk budget (None: one prefill step per prompt)."""
+    _, fits, _ = choose_policy(probe.prefill, fit_decode(probe.decode))
+    return [f.budget for f in fits]
+
+
+def fit_engine(probe: ProbeData, base: EngineConfig | None = None, policy: int | str | None = "best") -> EngineConfig:
+    """The engine configuration that explains the probe: `base`'s other settings kept.  `policy`: the prefill policy,
+    "best" (the isolated TTFTs' choice), or a chunk budget of `policy_budgets` (None: one prefill step per prompt)."""
     if len(probe.prefill) < 2:
         raise UserError("the probe measured fewer than 2 prompt lengths: cannot fit the prefill cost")
     decode = fit_decode(probe.decode)
@@ -177,6 +184,8 @@ def fit_engine(probe: ProbeData, base: EngineConfig | None = None) -> EngineConf
             f"set to {fixed * MS_PER_S:.3g} ms, {MIN_FIXED_SHARE:.0%} of the shortest step measured"
         )
     chosen, fits, tried = choose_policy(probe.prefill, decode)
+    if policy != "best":
+        chosen = next(f for f in fits if f.budget == policy)
     limited = probe.largest_batch < probe.most_sent
     max_num_seqs = probe.largest_batch if limited else max(DEFAULT_MAX_NUM_SEQS, probe.most_sent)
     mixed = mixes_prefill(probe.interference)

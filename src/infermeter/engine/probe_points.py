@@ -32,6 +32,14 @@ def interference(running: np.ndarray, first_token: float) -> Interference | None
     return Interference(offset_s=float(nearest - first_token), step_s=float(np.median(np.diff(running))))
 
 
+def longest_gap(times: np.ndarray, start: float, end: float) -> float:
+    """A stream's longest gap between two of its tokens that overlaps (start, end]: how long another request's
+    arrival and prefill stalled it."""
+    a, b = times[:-1], times[1:]
+    overlaps = (b > start) & (a < end)
+    return float((b - a)[overlaps].max()) if overlaps.any() else 0.0
+
+
 def mixes_prefill(points: list[Interference]) -> bool | None:
     """Whether the engine runs prompt chunks in its decode steps: most probes found the running request's token in
     the newcomer's first step.  None: nothing measured."""
@@ -62,7 +70,9 @@ def streaming_peak(token_times: list[np.ndarray]) -> int:
     return peak
 
 
-MIN_GAPS = 4  # gaps a decode point averages at least
+# gaps a decode point averages at least: a batch size held for only a few gaps (while a ladder's requests start or
+# finish one by one) is a handful of steps, each of which may also hold a request's arrival or last reply
+MIN_GAPS = 16
 
 
 def prefill_starts(firsts: np.ndarray, lasts: np.ndarray, sent: np.ndarray) -> np.ndarray:
@@ -78,7 +88,11 @@ def prefill_starts(firsts: np.ndarray, lasts: np.ndarray, sent: np.ndarray) -> n
 
 
 def decode_points(
-    token_times: list[np.ndarray], prompts: list[int], trim: float = 0.1, sent: list[float] | None = None
+    token_times: list[np.ndarray],
+    prompts: list[int],
+    trim: float = 0.1,
+    sent: list[float] | None = None,
+    min_gaps: int = MIN_GAPS,
 ) -> list[DecodePoint]:
     """Decode steps of requests sent together, grouped by the batch streaming at each gap's midpoint.
 
@@ -86,7 +100,8 @@ def decode_points(
     that mixes prefill into its decode steps, as llama-server and vLLM do, stretches the running requests' gaps by
     a whole prompt chunk).  The prefill runs from `prefill_starts` to the first token when the sending times are
     given, else it is seen only in the gap holding the first token.  The context at a gap is every streaming
-    request's prompt plus the tokens it had received by then."""
+    request's prompt plus the tokens it had received by then.  A batch size seen for fewer than `min_gaps` gaps is
+    left out."""
     kept = [i for i, t in enumerate(token_times) if len(t)]
     live = [(np.asarray(token_times[i], dtype=float), prompts[i]) for i in kept]
     if not live:
@@ -119,5 +134,5 @@ def decode_points(
             batch=n, context_tokens=float(np.mean(ctx)), step_s=trimmed_mean(np.asarray(gaps), trim), gaps=len(gaps)
         )
         for n, (gaps, ctx) in sorted(groups.items())
-        if len(gaps) >= MIN_GAPS and n > 0 and trimmed_mean(np.asarray(gaps), trim) > 0
+        if len(gaps) >= min_gaps and n > 0 and trimmed_mean(np.asarray(gaps), trim) > 0
     ]

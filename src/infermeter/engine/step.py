@@ -64,4 +64,6 @@ class EngineState:
     preempted_requests: int = 0  # requests preempted at least once (draft 5.8.4's preemption rate)
     preempted_tokens: int = 0  # KV tokens discarded by preemptions, to be computed again (its preemption loss)
     admissions: int = 0
-    busy_until: float = 0.0  # work left after finished requests (IterationModel.per_request): no step starts before
+    # work left after finished requests and arrivals during a step (IterationModel.per_request, per_arrival): no step
+    # starts before
+    busy_until: float = 0.0

@@ -4,7 +4,7 @@ about itself, the client configuration every request goes out with, and the mode
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import aiohttp
@@ -63,10 +63,22 @@ class RunTarget:
         return self.url if self.backend == "openai" else self.metrics_url
 
 
-async def discover_model(config: ClientConfig, backend: str = "openai") -> str:
-    """The first model the server lists, for runs that do not name one (asked with the run's credentials)."""
-    if backend != "openai":
-        raise UserError(f"--backend {backend} cannot list the server's models: give --model")
+class Listing(NamedTuple):
+    """What GET /v1/models answered: the models listed (None: no list), or why not."""
+
+    models: list[str] | None
+    why: str = ""
+    refused: bool = False  # nothing answered at the address at all
+    contexts: dict[str, int] = {}  # noqa: RUF012 - a NamedTuple's default, never mutated: model -> max_model_len
+
+    def context(self, model: str) -> int | None:
+        """The most tokens (prompt and output) the server holds for `model`, where its listing says (vLLM's and
+        SGLang's max_model_len)."""
+        return self.contexts.get(model)
+
+
+async def list_models(config: ClientConfig) -> Listing:
+    """The models the server lists at /v1/models (asked with the run's credentials)."""
     url = endpoint_url(config.base_url, "/v1/models")
     try:
         async with (
@@ -78,21 +90,84 @@ async def discover_model(config: ClientConfig, backend: str = "openai") -> str:
             s.get(url, headers=config.headers()) as r,
         ):
             if r.status != 200:
-                hint = "check --url and the API key, or give --model"
-                raise UserError(f"could not list models at {redact_url(url)} (HTTP {r.status}): {hint}")
+                return Listing(None, f"HTTP {r.status}")
             data = orjson.loads(await r.read())
-            return str(data["data"][0]["id"])
-    except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, orjson.JSONDecodeError, TypeError) as exc:
-        raise UserError(f"could not list models at {redact_url(url)} ({type(exc).__name__}): give --model") from None
+            entries = data["data"]
+            contexts = {str(m["id"]): int(m["max_model_len"]) for m in entries
+                        if isinstance(m.get("max_model_len"), int) and m["max_model_len"] > 0}  # fmt: skip
+            return Listing([str(m["id"]) for m in entries], contexts=contexts)
+    except aiohttp.ClientConnectorError as exc:
+        refused = isinstance(exc.os_error, ConnectionRefusedError)
+        return Listing(None, "connection refused" if refused else str(exc.os_error), refused=True)
+    except (aiohttp.ClientError, TimeoutError, KeyError, AttributeError, orjson.JSONDecodeError, TypeError) as exc:
+        return Listing(None, type(exc).__name__)
+
+
+def not_answering(config: ClientConfig, why: str) -> UserError:
+    return UserError(f"nothing answers at {redact_url(config.base_url)} ({why}): start the server, or check --url")
+
+
+async def discover_model(config: ClientConfig, backend: str = "openai", listing: Listing | None = None) -> str:
+    """The first model the server lists, for runs that do not name one."""
+    if backend != "openai":
+        raise UserError(f"--backend {backend} cannot list the server's models: give --model")
+    listing = listing or await list_models(config)
+    if listing.refused:
+        raise not_answering(config, listing.why)
+    url = redact_url(endpoint_url(config.base_url, "/v1/models"))
+    if listing.models is None:
+        hint = "check --url and the API key, or give --model" if listing.why.startswith("HTTP") else "give --model"
+        raise UserError(f"could not list models at {url} ({listing.why}): {hint}")
+    if not listing.models:
+        raise UserError(f"the server at {url} lists no models: give --model")
+    return listing.models[0]
+
+
+async def refused_model(config: ClientConfig, backend: str, listed: list[str]) -> UserError | None:
+    """A model the server does not list, tried with one short request: the one-line error when the server refuses
+    it by name (vLLM answers 404 "The model ... does not exist"); None when it serves it (llama.cpp serves its one
+    model under any name)."""
+    from infermeter.client.backend import open_backend
+    from infermeter.client.request import PreparedRequest
+    from infermeter.records import RunClock
+
+    clock = RunClock()
+    client = open_backend(backend, config, clock)
+    try:
+        rec = await client.send(PreparedRequest(0, "Hello", 1, 1), clock.now())
+    finally:
+        await client.close()
+    error = rec.error or ""
+    if rec.status == "ok" or not error.startswith(("HTTP 404", "HTTP 400")) or "model" not in error.lower():
+        return None
+    served = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+    return UserError(
+        f"--model {config.model}: the server at {redact_url(config.base_url)} does not serve it ({error[:8]}); it "
+        f"serves {served}: give --model {listed[0]}, or leave --model out to send to the first it lists"
+    )
 
 
 async def resolve_model(config: ClientConfig, backend: str, sut: Mapping[str, Any]) -> str:
     """The model a run or a probe sends to: the one named, else the embedded emulator's, else the first the server
-    lists (the only place that decides it)."""
+    lists (the only place that decides it).  A server that is not up, or that refuses the model named, is a
+    one-line error here, before anything is measured."""
     named = config.model or str(sut.get("model") or "")
+    if sut.get("emulated"):
+        return named
     if not named and config.api == "triton":  # Triton serves no /v1/models: TensorRT-LLM's pipeline is this model
         return TRITON_DEFAULT_MODEL
-    return named or await discover_model(config, backend)
+    if backend != "openai":
+        return named or await discover_model(config, backend)
+    listing = await list_models(config)
+    if listing.refused:
+        raise not_answering(config, listing.why)
+    if not named:
+        return await discover_model(config, backend, listing)
+    if listing.models and named not in listing.models:
+        refused = await refused_model(replace(config, model=named), backend, listing.models)
+        if refused is not None:
+            raise refused
+    return named
 
 
 def client_config(section: Target, url: str) -> ClientConfig:

@@ -86,13 +86,16 @@ def findings(cal: Calibration, engine: EngineConfig) -> list[str]:
     return lines
 
 
-def interval_table(intervals: list[FigureInterval]) -> str:
-    """Each predicted figure with its interval, as `predict` prints it."""
+def interval_table(intervals: list[FigureInterval], trusted: str | None = None) -> str:
+    """Each predicted figure with its interval and, beside it, whether its calibration can be trusted (`trusted`:
+    the cell of a figure without a caveat), as `predict` prints it."""
     rows = [
         [f"{i.metric} P{i.q}", fmt_ms(i.predicted), "-" if i.low is None else f"{fmt_ms(i.low)} - {fmt_ms(i.high)}"]
+        + ([i.caveat or trusted] if trusted is not None else [])
         for i in intervals
     ]
-    table = grid(["Metric", "Predicted", "Interval"], rows, "Prediction intervals (ms)")
+    headers = ["Metric", "Predicted", "Interval"] + (["Calibration"] if trusted is not None else [])
+    table = grid(headers, rows, "Prediction intervals (ms)")
     return f"{table}\n{INTERVAL_NOTE}"
 
 

@@ -11,7 +11,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from infermeter.engine.calibration import DECODE_FIT, PREFILL_FIT
+from infermeter.engine.calibration import DECODE_FIT, HELD_OUT_MAX, PREFILL_FIT, Calibration
 from infermeter.engine.config import EngineConfig
 from infermeter.engine.registry import SCHEDULER_CONFIGS
 from infermeter.errors import UserError
@@ -88,6 +88,9 @@ def _scaled(engine: EngineConfig, decode: float, prefill: float) -> EngineConfig
         per_decode_seq=it.per_decode_seq * decode,
         per_context_token=it.per_context_token * decode,
         per_request=it.per_request * decode,
+        per_request_token=it.per_request_token * decode,
+        per_arrival=it.per_arrival * decode,
+        per_arrival_token=it.per_arrival_token * decode,
         per_prefill_token=it.per_prefill_token * prefill,
         per_prefill_pair=it.per_prefill_pair * prefill,
     )
@@ -115,14 +118,41 @@ def bound_engines(engine: EngineConfig) -> tuple[EngineConfig, EngineConfig] | N
     )
 
 
+def unreliable(cal: Calibration | None) -> str | None:
+    """Why every figure predicted from a calibrated engine is not to be trusted: the fits whose error on probes held
+    out of them is over HELD_OUT_MAX (each figure, under load, rests on both fits: queueing on the decode steps,
+    mixed steps on the prefill); None when each fit held, or nothing was held out."""
+    if cal is None:
+        return None
+    poor = [f"{q.fit} {q.held_out_rms:.0%}" for q in cal.fits if (q.held_out_rms or 0.0) > HELD_OUT_MAX]
+    if not poor:
+        return None
+    return f"unreliable: the calibration misses held-out probes by over {HELD_OUT_MAX:.0%} ({', '.join(poor)})"
+
+
+def trust(cal: Calibration | None) -> str:
+    """What a predicted figure's calibration says of it, in a table's cell."""
+    if cal is None:
+        return "not calibrated"
+    poor = unreliable(cal)
+    if poor is not None:
+        return poor
+    held = [q.held_out_rms for q in cal.fits if q.held_out_rms is not None]
+    if not held:
+        return "not verifiable: the calibration held no probe out"
+    return f"held-out error {max(held):.0%} at most (within {HELD_OUT_MAX:.0%})"
+
+
 class FigureInterval(BaseModel):
-    """A predicted figure and the range its calibration's error band carries it over (ms)."""
+    """A predicted figure and the range its calibration's error band carries it over (ms); `caveat`: why it is not
+    to be trusted (`unreliable`), or None."""
 
     metric: str
     q: int
     predicted: float | None
     low: float | None
     high: float | None
+    caveat: str | None = None
 
     def holds(self, measured: float | None) -> bool | None:
         """Whether a measured figure fell inside; None where either side has no figure."""
@@ -131,7 +161,7 @@ class FigureInterval(BaseModel):
         return self.low <= measured <= self.high
 
 
-def figure_intervals(nominal: Summary, low: Summary, high: Summary) -> list[FigureInterval]:
+def figure_intervals(nominal: Summary, low: Summary, high: Summary, caveat: str | None = None) -> list[FigureInterval]:
     """Each metric's P50 and P99: predicted, and the lowest and highest of it across the band's two engines."""
     out = []
     for label, field in METRICS.items():
@@ -145,6 +175,7 @@ def figure_intervals(nominal: Summary, low: Summary, high: Summary) -> list[Figu
                     predicted=values[0],
                     low=min(known) if known else None,
                     high=max(known) if known else None,
+                    caveat=caveat,
                 )
             )
     return out

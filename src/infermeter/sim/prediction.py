@@ -11,7 +11,7 @@ from typing import Any
 from infermeter.distributed.tasks import TaskMap
 from infermeter.engine.config import EngineConfig
 from infermeter.metrics.summary_model import Summary
-from infermeter.sim.predict import FigureInterval, bound_engines, figure_intervals, save_intervals
+from infermeter.sim.predict import FigureInterval, bound_engines, figure_intervals, save_intervals, unreliable
 from infermeter.sim.run import outcome_summary, write_sim_run
 from infermeter.sim.simulator import SimOutcome, SimTask, simulate, simulate_task
 from infermeter.workload.spec import Requests
@@ -72,6 +72,6 @@ def write_prediction(
     if not banded:
         return summary, None
     low, high = (outcome_summary(o, declaration, seed, concurrency) for o in banded)
-    intervals = figure_intervals(summary, low, high)
+    intervals = figure_intervals(summary, low, high, unreliable(prediction.engine.calibration))
     save_intervals(out, intervals)
     return summary, intervals

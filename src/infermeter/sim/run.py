@@ -25,6 +25,7 @@ from infermeter.metrics.summary_model import Sim, Summary
 from infermeter.records import RunInfo, claim_run_dir, out_error, write_summary
 from infermeter.run_info import Engine, Load, Sut, Tokenizer, Warmup
 from infermeter.sim.bins import plan_bins
+from infermeter.sim.predict import unreliable
 from infermeter.sim.simulator import SimOutcome, simulate
 from infermeter.sim.stream import CHUNK, Mode, RecordStream, RunItl, Streamed
 from infermeter.units import MS_PER_S
@@ -147,7 +148,8 @@ def _run_info(
         ),
         token_times=mode,
         deadlines=deadlines,
-        notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"],
+        notes=[f"simulated run: every token is its own event at the engine's emission time ({mode} token times)"]
+        + [f"every figure of this prediction is {caveat}" for caveat in [unreliable(config.calibration)] if caveat],
     )
 
 

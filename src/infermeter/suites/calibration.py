@@ -10,7 +10,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import aiohttp
 import numpy as np
@@ -22,16 +22,19 @@ from infermeter.client.request import ClientConfig, PreparedRequest
 from infermeter.client.server_metrics import ROLES
 from infermeter.client.urls import endpoint
 from infermeter.engine.probe_data import (
+    ClosedLoop,
     DecodePoint,
     Interference,
     PrefillPoint,
     PrefixCacheProbe,
     ProbeData,
+    SentTogether,
     Turnaround,
 )
-from infermeter.engine.probe_points import decode_points, interference, streaming_peak, turnarounds
+from infermeter.engine.probe_points import decode_points, interference, longest_gap, streaming_peak, turnarounds
 from infermeter.errors import UserError
 from infermeter.load.counting import choose_counting, declared_tokenizer
+from infermeter.load.target import list_models
 from infermeter.records import RequestRecord, RunClock
 from infermeter.workload import ids
 from infermeter.workload.prompts import ExactPrompter
@@ -50,32 +53,27 @@ class ProbePlan:
     decode_tokens: int
     budget_s: float
 
+    closed_loop_s: float  # each closed loop at saturation sends for at most this long
+
     def capped(self, max_prompt: int) -> ProbePlan:
         """The plan for a server whose context holds `max_prompt` prompt tokens (plus the decoded ones)."""
         lengths = tuple(n for n in self.lengths if n <= max_prompt)
         if len(lengths) < 4:  # too few below the cap to fit a line and tell chunking apart: spread 5 up to it
             lengths = tuple(sorted({int(n) for n in np.geomspace(max(max_prompt // 16, 1), max_prompt, 5)}))
-        return ProbePlan(
-            lengths,
-            self.repeats,
-            self.ladder,
-            self.long_ladder,
-            min(self.short_prompt, max_prompt),
-            min(self.long_prompt, max_prompt),
-            self.decode_tokens,
-            self.budget_s,
-        )
+        return replace(self, lengths=lengths, short_prompt=min(self.short_prompt, max_prompt),
+                       long_prompt=min(self.long_prompt, max_prompt))  # fmt: skip
 
 
 FULL = ProbePlan(
     lengths=(16, 64, 200, 400, 600, 800, 1100, 1500, 2000, 3000, 4000),
-    repeats=3,
+    repeats=5,  # medians of 5: a host's stall in one repeat does not move a length
     ladder=(1, 2, 4, 8, 16, 32, 64),
     long_ladder=(1, 4, 16),
     short_prompt=32,
     long_prompt=2048,
     decode_tokens=48,
     budget_s=270.0,
+    closed_loop_s=8.0,
 )
 QUICK = ProbePlan(
     lengths=(16, 64, 300, 600, 1000),
@@ -86,12 +84,15 @@ QUICK = ProbePlan(
     long_prompt=1000,
     decode_tokens=24,
     budget_s=50.0,
+    closed_loop_s=4.0,
 )
 GAUGE_INTERVAL_S = 0.05
-INTERFERENCE_REPEATS = 3
+INTERFERENCE_REPEATS = 5  # the median of them is replayed (a host's stall in one does not move it)
 NEWCOMER_STEPS = 5  # the newcomer's prompt: the shortest whose isolated TTFT is this many decode steps
 MAX_RUNNING_TOKENS = 512  # the running request's output, enough to outlast the newcomer's prefill
 MIN_SHORT_TURNS = 3  # a one-at-a-time server gets short prompts sent together until this many turnarounds
+CLOSED_LOOP_REQUESTS = 8 * 48  # a closed loop sends at most this many requests per request in flight, over its output
+SHORT_REPLY = 2  # output tokens of the closed loop whose time is mostly per-request work
 
 
 class Prober:
@@ -140,9 +141,18 @@ async def measure_interference(probe: Prober, plan: ProbePlan, prefill: list[Pre
         new = await probe.one(probe.prepare(newcomer.prompt_tokens, 2))
         run = await running
         if run.status == new.status == "ok" and run.token_times and new.token_times:
-            point = interference(np.asarray(run.token_times), new.token_times[0])
+            times = np.asarray(run.token_times)
+            point = interference(times, new.token_times[0])
             if point is not None:
-                out.append(point)
+                scene = {
+                    "running_prompt": probe.prompt_tokens(run, plan.short_prompt),
+                    "running_output": output,
+                    "prompt_tokens": probe.prompt_tokens(new, newcomer.prompt_tokens),
+                    "delay_s": new.submitted_at - run.submitted_at,
+                    "stall_s": longest_gap(times, new.submitted_at, new.token_times[0]),
+                    "newcomer_ttft_s": new.token_times[0] - new.submitted_at,
+                }
+                out.append(point.model_copy(update=scene))
     return out
 
 
@@ -218,6 +228,8 @@ class Probing:
     held_most: int = 0  # the KV tokens held where `kv` was estimated: the most held, the most precise
     kv_source: str = "not measured"
     cache: PrefixCacheProbe | None = None
+    loops: list[ClosedLoop] = field(default_factory=list)
+    together: list[SentTogether] = field(default_factory=list)
 
     def data(self, source: str, duration_s: float) -> ProbeData:
         return ProbeData(
@@ -231,6 +243,8 @@ class Probing:
             kv_capacity_tokens=None if self.kv is None else round(self.kv),
             kv_capacity_source=self.kv_source,
             prefix_cache=self.cache,
+            closed_loops=self.loops,
+            together=self.together,
             duration_s=duration_s,
             notes=self.notes,
         )
@@ -259,12 +273,21 @@ async def probe_server(
     seed = secrets.randbits(32)
     probe = Prober(client, ExactPrompter(counting.tokenizer, chat=templated(config.api), seed=seed), clock,
                    counting.method == "A")  # fmt: skip
+    context = (await list_models(config)).context(config.model) if backend == "openai" else None
+    capped = context is not None and max(max(plan.lengths), plan.long_prompt) + plan.decode_tokens > context
+    if context is not None and capped:
+        plan = plan.capped(context - plan.decode_tokens)
     run = Probing(probe, plan, t0 + plan.budget_s, say)
+    if capped:
+        run.notes.append(f"prompts of at most {plan.long_prompt} tokens: the server holds {context} tokens a request "
+                         "(max_model_len, as its /v1/models says)")  # fmt: skip
     try:
         await warm_up(probe, plan)
         await isolated_prompts(run)
         gauge = KvGauge(metrics_url or config.base_url, clock, config.headers())
         await ladders(run, gauge)
+        if run.peak > 1:
+            await closed_loops(run)
         if time.monotonic() < run.deadline:
             await prefix_cache(run)
         if not gauge.available:
@@ -337,6 +360,9 @@ async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ..
             run.notes.append(f"{len(recs) - len(ok)} of {c} requests with {prompt}-token prompts failed")
         times = [np.asarray(r.token_times) for r in ok]
         prompts = [probe.prompt_tokens(r, prompt) for r in ok]
+        if long and c > 1 and len(ok) == c:  # the token budget shows in how far apart their prefills end
+            ttfts = sorted(r.token_times[0] - r.submitted_at for r in ok)
+            run.together.append(SentTogether(prompt_tokens=prompts[0], ttfts_s=ttfts))
         run.decode += decode_points(times, prompts, sent=[r.submitted_at for r in ok])
         seen = streaming_peak(times)
         if seen == 1:
@@ -358,6 +384,57 @@ async def ladder(run: Probing, gauge: KvGauge, prompt: int, rungs: tuple[int, ..
         if seen < c and seen <= last_seen and not (one_at_a_time and len(run.turns) < MIN_SHORT_TURNS):
             break
         last_seen = seen
+
+
+async def closed_loop(probe: Prober, prompt: int, output: int, concurrency: int, most: int,
+                      seconds: float) -> ClosedLoop | None:  # fmt: skip
+    """`concurrency` requests in flight, each completion sending the next, until `most` were sent or `seconds` passed;
+    None when any failed."""
+    sent = failed = 0
+    counted = prompt
+    stop = time.monotonic() + seconds
+    start = last = probe.clock.now()
+
+    async def one_slot() -> None:
+        nonlocal sent, failed, counted, last
+        while sent < most and (sent < concurrency or time.monotonic() < stop):
+            sent += 1
+            rec = await probe.one(probe.prepare(prompt, output))
+            failed += rec.status != "ok" or len(rec.token_times) != output
+            counted = probe.prompt_tokens(rec, prompt)
+            last = max(last, probe.clock.now())
+
+    await asyncio.gather(*(one_slot() for _ in range(concurrency)))
+    if failed:
+        return None
+    return ClosedLoop(prompt_tokens=counted, output_tokens=output, concurrency=concurrency, requests=sent,
+                      duration_s=last - start)  # fmt: skip
+
+
+async def closed_loops(run: Probing) -> None:
+    """Closed loops at twice the largest batch seen (the server's queue never empties): short prompts with
+    SHORT_REPLY output tokens (where per-request work weighs most), a quarter of the ladders' and all of them (where
+    the decode steps do), and longer prompts with SHORT_REPLY (where per-prompt-token work does).  What the engine
+    spends per request beyond its steps is fitted to them (`sim.load_fit`), each loop held out in turn."""
+    probe, plan = run.probe, run.plan
+    concurrency = 2 * run.peak
+    short, longer = plan.short_prompt, min(max(plan.long_prompt // 4, 4 * plan.short_prompt), plan.long_prompt)
+    shapes = [(short, SHORT_REPLY), (short, max(plan.decode_tokens // 4, SHORT_REPLY + 1)), (short, plan.decode_tokens),
+              (longer, SHORT_REPLY)]  # fmt: skip
+    for prompt, output in shapes:
+        if time.monotonic() > run.deadline:
+            run.notes.append(f"the time budget ({plan.budget_s:.0f} s) ended the probe before its closed loops")
+            return
+        most = CLOSED_LOOP_REQUESTS * concurrency // output  # about as many tokens in each loop
+        seconds = min(plan.closed_loop_s, max(run.deadline - time.monotonic(), 0.0))
+        loop = await closed_loop(probe, prompt, output, concurrency, most, seconds)
+        if loop is None:
+            run.notes.append(f"a closed loop of {prompt}-token prompts and {output}-token replies had failures: "
+                             "not used")  # fmt: skip
+            continue
+        run.loops.append(loop)
+        run.say(f"closed loop at {concurrency}, {loop.prompt_tokens}+{output} tokens: {loop.requests} requests in "
+                f"{loop.duration_s:.2f} s")  # fmt: skip
 
 
 async def prefix_cache(run: Probing) -> None:

@@ -21,7 +21,7 @@ from infermeter.metrics.summary_model import Stats, Summary
 from infermeter.report.calibration import findings as calibration_findings
 from infermeter.report.calibration import parameter_table, policy_table, quality_table
 from infermeter.report.tables import fmt_ms
-from infermeter.sim.predict import INTERVAL_NOTE, METRICS, FigureInterval
+from infermeter.sim.predict import INTERVAL_NOTE, METRICS, FigureInterval, trust, unreliable
 from infermeter.suite_result import Analysis, Requirement, Table
 from infermeter.suites.charts import COLORS
 from infermeter.suites.common import headline, not_verifiable, requirement
@@ -36,6 +36,7 @@ ENGINE_FILE = "engine.yaml"
 PREDICTED = "predicted"
 JUDGED = ("TTFT", "ITL")  # their P50 carry the verdict; every metric of METRICS is reported
 IN_BAND = ("TTFT", "ITL", "TPOT")  # the metrics whose P50 the intervals are judged by
+TWIN_HEADERS = ["Load", "Metric", "Predicted", "Measured", "Error", "Within", "Interval", "Inside", "Calibration"]
 
 
 class TwinParams(SuiteParams):
@@ -99,9 +100,9 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
     if path.is_file():
         lab.console.print(f"calibration: reused {path}", highlight=False)
         return load_engine_config(path)
-    from infermeter.engine.probe_fit import fit_engine
     from infermeter.event_loop import run_async
     from infermeter.load.target import resolve_target
+    from infermeter.sim.probe_engine import engine_from_probe
     from infermeter.suites.calibration import FULL, QUICK, probe_server
 
     endpoint = lab.endpoint()
@@ -114,7 +115,7 @@ def calibrated_engine(lab: Lab, params: TwinParams) -> EngineConfig:
     say = lambda line: lab.console.print(f"  {line}", highlight=False)  # noqa: E731
     tokenizer = lab.base.workload.tokenizer
     probe = run_async(probe_server(cfg, plan, t.backend, tokenizer, sut.get("tokenizer"), say, metrics_url))
-    engine = fit_engine(probe)
+    engine = engine_from_probe(probe)
     lab.out.mkdir(parents=True, exist_ok=True)
     save_engine_config(engine, path)
     return engine
@@ -199,7 +200,7 @@ class TwinSuite:
             intervals = None
             if banded:
                 low, high = (outcome_summary(o, declaration, run_seed) for o in banded[2 * i : 2 * i + 2])
-                intervals = figure_intervals(predicted, low, high)
+                intervals = figure_intervals(predicted, low, high, unreliable(engine.calibration))
             work = {**workload_fields(params), "seed": run_seed}
             cfg = lab.config(workload=work, load={"rate": rate, "requests": params.requests})
             run = lab.run(key, f"{pct}% of the predicted capacity: {rate:g} req/s", cfg)
@@ -225,9 +226,15 @@ class TwinSuite:
             headers, rows = policy_table(cal)
             tables.append(Table(caption="Scheduling policy fits", headers=headers, rows=rows))
             findings += calibration_findings(cal, measured.engine)
+            findings += [f"not seen from outside: {x}" for x in cal.unseen]
             findings += [f"warning (calibration): {w}" for w in cal.warnings]
         rows = []
         figures: dict[str, float | bool | None] = {"capacity_rps": measured.capacity}
+        trusted = trust(cal)
+        caveat = unreliable(cal)
+        figures["calibration_unreliable"] = caveat is not None
+        if caveat is not None:
+            findings.insert(0, f"every predicted figure is {caveat}")
         for p in measured.points:
             for label, field in METRICS.items():
                 for q in (50, 99):
@@ -243,6 +250,7 @@ class TwinSuite:
                         "-" if error is None else ("yes" if abs(error) * 100 <= bound else "no"),
                         "-" if band is None or band.low is None else f"{fmt_ms(band.low)} - {fmt_ms(band.high)}",
                         "-" if inside is None else ("yes" if inside else "no"),
+                        trusted,
                     ])  # fmt: skip
                     figures[f"{label.lower()}_p{q}_error_{p.pct}"] = error
                     if inside is not None:
@@ -250,12 +258,12 @@ class TwinSuite:
             e = p.ttft_paired_error
             within = "-" if e is None else ("yes" if abs(e) * 100 <= params.tolerance else "no")
             rows.append([f"{p.pct}% ({p.rate:g} req/s)", "TTFT per request (median)", "-", "-",
-                         "-" if e is None else f"{e:+.1%}", within, "-", "-"])  # fmt: skip
+                         "-" if e is None else f"{e:+.1%}", within, "-", "-", trusted])  # fmt: skip
             figures[f"ttft_paired_error_{p.pct}"] = e
         tables.append(
             Table(
                 caption="Predicted against measured, per load",
-                headers=["Load", "Metric", "Predicted", "Measured", "Error", "Within", "Interval", "Inside"],
+                headers=TWIN_HEADERS,
                 rows=rows,
                 notes=[
                     f"within: P50 +-{params.tolerance:g}%, P99 +-{2 * params.tolerance:g}%; the error is "
